@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the control-plane binaries Loom tests against, from Go modules only:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok.
+#
+# Versions come from testenv/versions.env (the one pinned list); tools/go.mod
+# must agree with it. Binaries go to the per-user cache
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/loom/<versions>/bin
+# or to $LOOM_ASSETS when set. Binaries already there are kept, so the build is
+# idempotent and a fresh clone on the same machine reuses them.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../testenv/versions.env
+source "$here/../testenv/versions.env"
+
+dir=${LOOM_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/loom/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}/bin}
+mkdir -p "$dir"
+
+cd "$here"
+export GOFLAGS=-mod=mod
+
+# tools/go.mod must build exactly the pinned versions.
+check() {
+  local mod=$1 want=$2 got
+  got=$(go list -m -f '{{.Version}}' "$mod")
+  if [ "$got" != "$want" ]; then
+    echo "tools/go.mod has $mod $got, but testenv/versions.env pins $want; run: cd tools && go get $mod@$want" >&2
+    exit 1
+  fi
+}
+check k8s.io/kubernetes "$KUBE_VERSION"
+check go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+check sigs.k8s.io/kwok "$KWOK_VERSION"
+
+# One build at a time per cache folder (parallel `make test` runs share it).
+exec 9>"$dir/.lock"
+flock 9
+
+minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+vpkg=k8s.io/component-base/version
+kube_ldflags="-s -w -X $vpkg.gitVersion=$KUBE_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
+kwok_ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+
+build() { # name package ldflags
+  local name=$1 pkg=$2 flags=$3
+  if [ -x "$dir/$name" ]; then
+    echo "have  $dir/$name"
+    return
+  fi
+  local start=$SECONDS
+  go build -trimpath -ldflags "$flags" -o "$dir/.$name.tmp" "$pkg"
+  mv "$dir/.$name.tmp" "$dir/$name"
+  echo "built $dir/$name ($((SECONDS - start))s)"
+}
+
+build etcd ./etcd "-s -w"
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
+build kubectl k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
+build kwok sigs.k8s.io/kwok/cmd/kwok "$kwok_ldflags"
+echo "assets: $dir"
