@@ -1,0 +1,110 @@
+package config_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/loom-k8s/loom/config"
+)
+
+func writeExampleKubeconfig() string {
+	dir, _ := os.MkdirTemp("", "example")
+	path := filepath.Join(dir, "config")
+	os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+- name: dev
+  cluster: {server: "https://dev.example:6443"}
+users:
+- name: dev
+  user: {token: not-a-real-token}
+contexts:
+- name: dev
+  context: {cluster: dev, user: dev, namespace: team-a}
+`), 0o600)
+	return path
+}
+
+func ExampleLoad() {
+	path := writeExampleKubeconfig()
+	defer os.RemoveAll(filepath.Dir(path))
+
+	cfg, err := config.Load(config.LoadOptions{
+		Path:      path,
+		Overrides: config.Overrides{Namespace: "team-b"},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Host, cfg.Namespace, cfg.Context)
+	fmt.Println(cfg.Auth) // secrets are redacted
+	// Output:
+	// https://dev.example:6443 team-b dev
+	// {BearerToken:[redacted] BearerTokenFile: Username: Password: Exec:<nil>}
+}
+
+func ExampleLoad_unknownContext() {
+	path := writeExampleKubeconfig()
+	defer os.RemoveAll(filepath.Dir(path))
+
+	_, err := config.Load(config.LoadOptions{Path: path, Overrides: config.Overrides{Context: "prod"}})
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		fmt.Println(ce.File == path, ce.Field, "-", ce.Err)
+	}
+	// Output:
+	// true context override - context "prod" not found
+}
+
+func ExampleFlags() {
+	path := writeExampleKubeconfig()
+	defer os.RemoveAll(filepath.Dir(path))
+
+	var flags config.Flags
+	fs := flag.NewFlagSet("mytool", flag.ContinueOnError)
+	flags.Register(fs)
+	_ = fs.Parse([]string{"--kubeconfig", path, "-n", "kube-system"})
+
+	cfg, err := flags.Load()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Host, cfg.Namespace)
+	// Output: https://dev.example:6443 kube-system
+}
+
+func ExampleParse() {
+	kc, err := config.Parse([]byte("current-context: a\ncontexts:\n- name: a\n  context: {cluster: c, user: u}\n"), "/etc/kube/config")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(kc.CurrentContext, kc.Contexts["a"].Cluster, kc.Contexts["a"].Origin)
+	// Output: a c /etc/kube/config
+}
+
+func ExampleLoadKubeconfig() {
+	path := writeExampleKubeconfig()
+	defer os.RemoveAll(filepath.Dir(path))
+
+	kc, err := config.LoadKubeconfig(config.LoadOptions{Path: path})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg, err := kc.Resolve(config.Overrides{Server: "https://127.0.0.1:6443"})
+	fmt.Println(cfg.Host, err)
+	// Output: https://127.0.0.1:6443 <nil>
+}
+
+func ExampleInCluster() {
+	_, err := config.InCluster(config.InClusterOptions{Getenv: func(string) string { return "" }})
+	fmt.Println(err)
+	// Output: config: not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set
+}
