@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries Loom tests against, from Go modules only:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok.
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok,
+# plus kwok's stage configuration (kwok-stages.yaml).
 #
 # Versions come from testenv/versions.env (the one pinned list); tools/go.mod
 # must agree with it. Binaries go to the per-user cache
@@ -59,4 +60,14 @@ build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ku
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 build kwok sigs.k8s.io/kwok/cmd/kwok "$kwok_ldflags"
+# The stage file is cheap to make, so it is made every time and replaced
+# only when it changed.
+go run ./kwokstages > "$dir/.kwok-stages.yaml.tmp"
+if cmp -s "$dir/.kwok-stages.yaml.tmp" "$dir/kwok-stages.yaml"; then
+  rm "$dir/.kwok-stages.yaml.tmp"
+  echo "have  $dir/kwok-stages.yaml"
+else
+  mv "$dir/.kwok-stages.yaml.tmp" "$dir/kwok-stages.yaml"
+  echo "wrote $dir/kwok-stages.yaml"
+fi
 echo "assets: $dir"

@@ -1,0 +1,108 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+)
+
+// startAPIServer starts kube-apiserver on a free port, writes the admin
+// kubeconfig and waits for /readyz.
+func (e *Env) startAPIServer(ctx context.Context, bin string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.URL = "https://127.0.0.1:" + strconv.Itoa(port)
+	e.Kubeconfig = kubeconfig(e.URL, e.CAPEM, "loom-admin", e.AdminCertPEM, e.AdminKeyPEM)
+	e.KubeconfigPath = e.path("kubeconfig")
+	if err := os.WriteFile(e.KubeconfigPath, e.Kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("testenv: write kubeconfig: %w", err)
+	}
+
+	args := []string{
+		"--etcd-servers=" + e.EtcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + e.path("serving.crt"),
+		"--tls-private-key-file=" + e.path("serving.key"),
+		"--client-ca-file=" + e.path("ca.crt"),
+		"--token-auth-file=" + e.path("tokens.csv"),
+		"--anonymous-auth=false", // a request without credentials gets 401, not 403
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + e.path("sa.pub"),
+		"--service-account-signing-key-file=" + e.path("sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--shutdown-delay-duration=0s",
+	}
+	if !e.opts.Controllers {
+		// Without kube-controller-manager nobody creates "default" service
+		// accounts, and the ServiceAccount admission plugin would refuse
+		// every Pod.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	args = append(args, e.opts.APIServerArgs...)
+	p, err := e.addProc("kube-apiserver", bin, args)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.apiserver = p
+	e.mu.Unlock()
+	return e.waitAPIServer(ctx, p)
+}
+
+// waitAPIServer waits until /readyz answers 200 to the admin.
+func (e *Env) waitAPIServer(ctx context.Context, p *proc) error {
+	hc, err := e.HTTPClient()
+	if err != nil {
+		return err
+	}
+	defer hc.CloseIdleConnections()
+	return e.waitFor(ctx, "kube-apiserver /readyz", p, func(ctx context.Context) (bool, error) {
+		code, body, err := e.get(ctx, hc, "/readyz")
+		if err != nil {
+			return false, err
+		}
+		if code != http.StatusOK {
+			return false, fmt.Errorf("/readyz: %d: %s", code, body)
+		}
+		return true, nil
+	})
+}
+
+// RestartAPIServer kills kube-apiserver with SIGKILL and starts it again on
+// the same port, with the same flags and the same etcd, then waits until it
+// is ready. Clients see their connections reset.
+func (e *Env) RestartAPIServer(ctx context.Context) error {
+	e.mu.Lock()
+	p := e.apiserver
+	e.mu.Unlock()
+	p.stop(0)
+	if err := p.start(); err != nil {
+		return err
+	}
+	return e.waitAPIServer(ctx, p)
+}
+
+// get sends an admin GET to kube-apiserver and returns the status and body.
+func (e *Env) get(ctx context.Context, hc *http.Client, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b), err
+}

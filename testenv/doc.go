@@ -1,0 +1,46 @@
+// Package testenv runs a real Kubernetes control plane on this machine for
+// tests: etcd and kube-apiserver, and optionally kube-controller-manager,
+// kube-scheduler and kwok with fake nodes.
+//
+// It is public because Loom's users need the same thing for their own
+// operators' tests, as envtest serves controller-runtime users.
+//
+// # Getting started
+//
+//	func TestSomething(t *testing.T) {
+//		env := testenv.New(t, testenv.Options{})
+//		// env.KubeconfigPath, env.URL, env.CAPEM, env.AdminCertPEM ...
+//	}
+//
+// New starts the servers, stops them when the test ends and prints the tail
+// of each server's log if the test failed. Start is the same without a
+// testing.TB, for programs such as `loom dev`.
+//
+// # Binaries
+//
+// The binaries are built from Go modules by the repository's tools/ module
+// (`make assets`), into ${XDG_CACHE_HOME:-$HOME/.cache}/loom/<versions>/bin.
+// LOOM_ASSETS overrides that folder. The versions are pinned in
+// versions.env, embedded here, so testenv looks in the folder that the
+// matching build wrote.
+//
+// # Processes
+//
+// Every server runs in its own process group with a parent-death signal, so
+// nothing outlives the test binary even when it panics or is killed. Each
+// child also carries the identity of its parent in its environment; Start
+// sweeps children whose parent is gone (left by an earlier run that was
+// killed with SIGKILL before the signal could be set up).
+//
+// # Faults
+//
+// Env has hooks for chaos tests: RestartAPIServer (kill -9, then start on
+// the same port and data), CompactEtcd, StopEtcd and StartEtcd.
+//
+// # Authentication
+//
+// The servers share one generated CA. The admin identity is in the group
+// system:masters, as a client certificate (AdminCertPEM, used by the written
+// kubeconfig) and as a static bearer token (AdminToken). UserCert issues a
+// certificate for any other user, with no RBAC granted.
+package testenv

@@ -1,0 +1,422 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options configures Start and New. The zero value starts etcd and
+// kube-apiserver only, in a temporary folder, with binaries from AssetsDir.
+type Options struct {
+	// Controllers starts kube-controller-manager (garbage collector,
+	// namespaces, service accounts, deployments and the rest of its default
+	// controllers). Default off. With it off, the ServiceAccount admission
+	// plugin is disabled, so Pods can be created without a "default"
+	// service account existing; with it on, Start waits until the default
+	// namespace has its "default" service account.
+	Controllers bool
+
+	// Scheduler starts kube-scheduler. Default off: Pods stay unscheduled.
+	Scheduler bool
+
+	// Nodes is the number of fake nodes run by kwok; 0 (the default) starts
+	// no kwok. kwok moves Pods bound to its nodes to Running and Ready.
+	// Start waits until every node is Ready.
+	Nodes int
+
+	// Dir is the state folder (certificates, kubeconfig, etcd data, logs).
+	// Empty (the default) means a new temporary folder, removed by Stop. A
+	// given folder is kept, and its CA and etcd data are reused on the next
+	// Start, so a dev cluster keeps its objects and its kubeconfigs.
+	Dir string
+
+	// AssetsDir holds the binaries. Empty means AssetsDir().
+	AssetsDir string
+
+	// Logger receives progress messages. Nil means discard.
+	Logger *slog.Logger
+
+	// APIServerArgs are extra kube-apiserver flags ("--name=value"),
+	// appended after testenv's own, so they win where the server takes the
+	// last value.
+	APIServerArgs []string
+
+	// StartTimeout bounds each wait for a server to become ready. Zero means
+	// 90 seconds.
+	StartTimeout time.Duration
+}
+
+// Env is a running control plane. Its exported fields are set by Start and
+// must not be changed. Its methods are safe for concurrent use.
+type Env struct {
+	// URL is kube-apiserver's address, https://127.0.0.1:<port>.
+	URL string
+	// KubeconfigPath is the admin kubeconfig written in Dir; Kubeconfig holds
+	// the same bytes. The admin authenticates with AdminCertPEM/AdminKeyPEM.
+	KubeconfigPath string
+	Kubeconfig     []byte
+	// CAPEM is the CA that signed kube-apiserver's serving certificate and
+	// that kube-apiserver trusts for client certificates.
+	CAPEM []byte
+	// AdminCertPEM and AdminKeyPEM are a client certificate for the user
+	// "loom-admin" in the group system:masters.
+	AdminCertPEM, AdminKeyPEM []byte
+	// AdminToken is a static bearer token for the user "loom-admin-token" in
+	// the group system:masters.
+	AdminToken string
+	// EtcdURL is etcd's client address, http://127.0.0.1:<port>.
+	EtcdURL string
+	// Dir is the state folder.
+	Dir string
+
+	opts      Options
+	log       *slog.Logger
+	ca        *ca
+	removeDir bool
+	grace     time.Duration // how long Stop waits after SIGTERM
+
+	mu        sync.Mutex
+	procs     []*proc // in start order
+	etcd      *proc
+	apiserver *proc
+	stopped   bool
+}
+
+// Start starts a control plane and waits until it is ready. On error,
+// everything it started is stopped again. ctx bounds the start-up only; the
+// servers run until Stop.
+func Start(ctx context.Context, opts Options) (env *Env, err error) {
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 90 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	assets := opts.AssetsDir
+	if assets == "" {
+		assets = AssetsDir()
+	}
+	bins := map[string]string{}
+	need := []string{"etcd", "kube-apiserver"}
+	if opts.Controllers {
+		need = append(need, "kube-controller-manager")
+	}
+	if opts.Scheduler {
+		need = append(need, "kube-scheduler")
+	}
+	if opts.Nodes > 0 {
+		need = append(need, "kwok")
+	}
+	for _, n := range need {
+		p, err := binary(assets, n)
+		if err != nil {
+			return nil, err
+		}
+		bins[n] = p
+	}
+
+	if killed := sweepOrphans(); len(killed) > 0 {
+		log.Info("killed servers left by an earlier run", "pids", killed)
+	}
+
+	e := &Env{opts: opts, log: log, Dir: opts.Dir}
+	if e.Dir == "" {
+		d, err := os.MkdirTemp("", "loom-testenv-")
+		if err != nil {
+			return nil, fmt.Errorf("testenv: %w", err)
+		}
+		e.Dir, e.removeDir = d, true
+	} else {
+		e.grace = 10 * time.Second // keep a persistent etcd consistent
+		if err := os.MkdirAll(e.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("testenv: state folder: %w", err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			_ = e.Stop()
+		}
+	}()
+
+	if err := e.writePKI(); err != nil {
+		return nil, err
+	}
+	if err := e.startEtcd(ctx, bins["etcd"]); err != nil {
+		return nil, err
+	}
+	if err := e.startAPIServer(ctx, bins["kube-apiserver"]); err != nil {
+		return nil, err
+	}
+	if opts.Controllers {
+		if err := e.startControllerManager(ctx, bins["kube-controller-manager"]); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if err := e.startScheduler(bins["kube-scheduler"]); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Nodes > 0 {
+		if err := e.startKwok(ctx, bins["kwok"]); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("control plane ready", "url", e.URL, "kubeconfig", e.KubeconfigPath)
+	return e, nil
+}
+
+// New starts a control plane for a test and stops it when the test and its
+// subtests end. If the test failed, it logs the tail of each server's log.
+// It fails the test at once if the control plane cannot start.
+func New(t testing.TB, opts Options) *Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(e.LogTails(30))
+		}
+		if err := e.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
+// LogTails returns the last n lines of every server's log.
+func (e *Env) LogTails(n int) string {
+	e.mu.Lock()
+	procs := append([]*proc(nil), e.procs...)
+	e.mu.Unlock()
+	var s string
+	for _, p := range procs {
+		s += tail(p.logPath, n)
+	}
+	return s
+}
+
+// Processes returns the PID of every server process that was started, by
+// name, including any that have since exited.
+func (e *Env) Processes() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := map[string]int{}
+	for _, p := range e.procs {
+		m[p.name] = p.pid()
+	}
+	return m
+}
+
+// Stop stops every server, newest first, and removes the temporary state
+// folder. It is safe to call more than once.
+func (e *Env) Stop() error {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return nil
+	}
+	e.stopped = true
+	procs := append([]*proc(nil), e.procs...)
+	e.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop(e.grace)
+	}
+	if e.removeDir {
+		if err := os.RemoveAll(e.Dir); err != nil {
+			return fmt.Errorf("testenv: remove state folder: %w", err)
+		}
+	}
+	return nil
+}
+
+// addProc records and starts a server process.
+func (e *Env) addProc(name, bin string, args []string) (*proc, error) {
+	p := &proc{name: name, path: bin, args: args, logPath: filepath.Join(e.Dir, name+".log")}
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return nil, errors.New("testenv: stopped")
+	}
+	e.procs = append(e.procs, p)
+	e.mu.Unlock()
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// writePKI creates (or, in a kept state folder, reuses) the CA and writes
+// the serving certificate, the admin credentials and the service-account
+// keys.
+func (e *Env) writePKI() error {
+	c, err := loadOrCreateCA(e.Dir, "ca", "loom-testenv-ca")
+	if err != nil {
+		return err
+	}
+	e.ca, e.CAPEM = c, c.certPEM
+	serving, servingKey, err := c.issue(certRequest{
+		cn:     "kube-apiserver",
+		server: true,
+		dns:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		ips:    []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+	})
+	if err != nil {
+		return fmt.Errorf("testenv: serving certificate: %w", err)
+	}
+	e.AdminCertPEM, e.AdminKeyPEM, err = c.issue(certRequest{cn: "loom-admin", orgs: []string{"system:masters"}})
+	if err != nil {
+		return fmt.Errorf("testenv: admin certificate: %w", err)
+	}
+	saKey, saPub, err := newServiceAccountKey()
+	if err != nil {
+		return fmt.Errorf("testenv: service-account key: %w", err)
+	}
+	tok := make([]byte, 24)
+	if _, err := rand.Read(tok); err != nil {
+		return err
+	}
+	e.AdminToken = base64.RawURLEncoding.EncodeToString(tok)
+	return writeFiles(map[string][]byte{
+		e.path("serving.crt"): serving,
+		e.path("serving.key"): servingKey,
+		e.path("admin.crt"):   e.AdminCertPEM,
+		e.path("admin.key"):   e.AdminKeyPEM,
+		e.path("sa.key"):      saKey,
+		e.path("sa.pub"):      saPub,
+		e.path("tokens.csv"):  []byte(e.AdminToken + ",loom-admin-token,loom-admin-token,\"system:masters\"\n"),
+	})
+}
+
+func (e *Env) path(name string) string { return filepath.Join(e.Dir, name) }
+
+// UserCert issues a client certificate for user in groups, signed by the CA
+// kube-apiserver trusts. No RBAC is granted to the user.
+func (e *Env) UserCert(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	return e.ca.issue(certRequest{cn: user, orgs: groups})
+}
+
+// UserKubeconfig returns a kubeconfig for user in groups, authenticating
+// with a new client certificate from UserCert.
+func (e *Env) UserKubeconfig(user string, groups ...string) ([]byte, error) {
+	cert, key, err := e.UserCert(user, groups...)
+	if err != nil {
+		return nil, err
+	}
+	return kubeconfig(e.URL, e.CAPEM, user, cert, key), nil
+}
+
+// HTTPClient returns an http.Client that trusts the CA and authenticates as
+// the admin with its client certificate. It is for tests that want to speak
+// plain HTTP to the API server.
+func (e *Env) HTTPClient() (*http.Client, error) {
+	cert, err := tls.X509KeyPair(e.AdminCertPEM, e.AdminKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: admin certificate: %w", err)
+	}
+	return e.httpClient([]tls.Certificate{cert}), nil
+}
+
+func (e *Env) httpClient(certs []tls.Certificate) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.CAPEM)
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12},
+			ForceAttemptHTTP2: true,
+		},
+	}
+}
+
+// kubeconfig renders a kubeconfig with one cluster, user and context, all
+// named "loom", with the credentials embedded.
+func kubeconfig(server string, caPEM []byte, user string, certPEM, keyPEM []byte) []byte {
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+- name: loom
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: %s
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: loom
+  context:
+    cluster: loom
+    user: %s
+    namespace: default
+current-context: loom
+`, server, b64(caPEM), strconv.Quote(user), b64(certPEM), b64(keyPEM), strconv.Quote(user))
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("testenv: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitFor polls check every interval until it returns true, ctx ends, the
+// timeout passes or p exits. The last check error is in the returned error.
+func (e *Env) waitFor(ctx context.Context, what string, p *proc, check func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.StartTimeout)
+	defer cancel()
+	var exited <-chan struct{}
+	if p != nil {
+		exited = p.exited()
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		ok, err := check(ctx)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-exited:
+			return p.exitErr()
+		case <-ctx.Done():
+			msg := fmt.Sprintf("testenv: timed out waiting for %s", what)
+			if last != nil {
+				msg += ": " + last.Error()
+			}
+			if p != nil {
+				msg += "\n" + tail(p.logPath, 20)
+			}
+			return errors.New(msg)
+		case <-tick.C:
+		}
+	}
+}

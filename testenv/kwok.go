@@ -1,0 +1,106 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeName returns the name of fake node i (0-based).
+func NodeName(i int) string { return fmt.Sprintf("kwok-node-%d", i) }
+
+// startKwok starts kwok managing every node, with the stage configuration
+// that tools/build.sh wrote beside the binaries, then creates Options.Nodes
+// fake nodes and waits until all are Ready.
+func (e *Env) startKwok(ctx context.Context, bin string) error {
+	stages := filepath.Join(filepath.Dir(bin), "kwok-stages.yaml")
+	if _, err := binaryFile(stages); err != nil {
+		return &MissingBinaryError{Name: "kwok-stages.yaml", Path: stages}
+	}
+	p, err := e.addProc("kwok", bin, []string{
+		"--kubeconfig=" + e.KubeconfigPath,
+		"--config=" + stages,
+		"--manage-all-nodes=true",
+	})
+	if err != nil {
+		return err
+	}
+	hc, err := e.HTTPClient()
+	if err != nil {
+		return err
+	}
+	defer hc.CloseIdleConnections()
+	for i := range e.opts.Nodes {
+		if err := e.createNode(ctx, hc, NodeName(i)); err != nil {
+			return err
+		}
+	}
+	return e.waitFor(ctx, "fake nodes to be Ready", p, func(ctx context.Context) (bool, error) {
+		code, body, err := e.get(ctx, hc, "/api/v1/nodes")
+		if err != nil {
+			return false, err
+		}
+		if code != http.StatusOK {
+			return false, fmt.Errorf("list nodes: %d: %s", code, body)
+		}
+		var nodes corev1.NodeList
+		if err := json.Unmarshal([]byte(body), &nodes); err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= e.opts.Nodes, fmt.Errorf("%d of %d nodes Ready", ready, e.opts.Nodes)
+	})
+}
+
+// createNode creates a fake node, or leaves it if a kept state folder
+// already has it.
+func (e *Env) createNode(ctx context.Context, hc *http.Client, name string) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	node := corev1.Node{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	b, err := json.Marshal(&node)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/api/v1/nodes", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("testenv: create node %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
+		return fmt.Errorf("testenv: create node %s: %s: %s", name, resp.Status, body)
+	}
+	return nil
+}
