@@ -1,0 +1,114 @@
+// Command loom is Loom's command-line tool: a local control plane for
+// development (`loom dev`), and, as the other parts land, kubectl-like
+// commands built on Loom's clients.
+//
+// Usage:
+//
+//	loom dev up [--nodes N] [--with-controllers] [--state-dir DIR]
+//	loom dev down [--state-dir DIR]
+//	loom dev status [--state-dir DIR] [--wait DURATION]
+//
+// Errors are printed as one line on stderr, with exit code 1 (2 for a usage
+// error).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one `loom` subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, out, errOut io.Writer) error
+}
+
+var commands = map[string]command{
+	"dev": {"run a local control plane (up, down, status)", runDev},
+}
+
+// errUsage marks an error in the command line; main exits with 2 for it.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "loom:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loom:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(out)
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown command %q (see loom help)", errUsage, args[0])
+	}
+	return cmd.run(ctx, args[1:], out, errOut)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "loom: Kubernetes clients, caches and controllers, from scratch.\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+}
+
+// parse parses flags that may come before, between or after positional
+// arguments, as kubectl users expect (`loom get pods -n x`), and returns the
+// positional arguments. "--" ends flag parsing.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %s: %v", errUsage, fs.Name(), err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// fs.Parse stops at the first positional argument, or after "--".
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// flagUsage renders a flag set's defaults, for help output.
+func flagUsage(fs *flag.FlagSet) string {
+	var sb strings.Builder
+	fs.SetOutput(&sb)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return sb.String()
+}
