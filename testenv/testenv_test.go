@@ -25,6 +25,9 @@ import (
 var shared *Env
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(m.Run()) // a re-executed helper starts only its own servers
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	env, err := Start(ctx, Options{})
 	cancel()
