@@ -1,0 +1,74 @@
+// Package workqueue is the queue between detecting that an object changed
+// and reconciling it: a FIFO of keys that deduplicates, delays and
+// rate-limits retries, and never lets two workers process one key at once.
+//
+// # Getting started
+//
+// Event handlers Add keys; workers loop on Get and Done:
+//
+//	q := workqueue.New(workqueue.Options[string]{Name: "pods"})
+//	defer q.ShutDown()
+//	go func() {
+//		for {
+//			key, ok := q.Get()
+//			if !ok {
+//				return // shut down and empty
+//			}
+//			if err := reconcile(key); err != nil {
+//				q.AddRateLimited(key) // retry later, with backoff
+//			} else {
+//				q.Forget(key) // reset the backoff
+//			}
+//			q.Done(key)
+//		}
+//	}()
+//
+// # Guarantees
+//
+//   - Stingy: an item is never handed to two workers at once, and Adds of
+//     an item that is already ready collapse into one.
+//   - Level-based: an Add of an item that is processing is not lost; the
+//     item becomes ready again when its worker calls Done.
+//   - Fair: ready items are handed out in the order they became ready.
+//   - Delays share one timer: AddAfter keeps a heap of waiting items and
+//     arms a single timer for the earliest, with no goroutine per item. An
+//     item waiting for an earlier time keeps it.
+//   - Shutdown: ShutDown wakes blocked workers; ShutDownWithDrain also
+//     waits until every processing item is Done.
+//
+// # Interfaces
+//
+// [Queue] is the one implementation. Code that only needs part of it
+// accepts one of the small interfaces: [Adder] (event handlers),
+// [Consumer] (workers), [Lifecycle], or the layered [Interface],
+// [DelayingInterface] and [RateLimitingInterface]. Package queuetest
+// checks any implementation of Interface against the guarantees above.
+//
+// # Rate limiting
+//
+// A [RateLimiter] maps a failing item to a delay. [ExponentialLimiter] and
+// [FastSlowLimiter] back off per item; [BucketLimiter] caps the overall
+// retry rate; [MaxOfLimiter] combines them. [DefaultLimiter] is the
+// combination users of Kubernetes controllers expect: per-item 5ms→1000s
+// exponential, and 10 retries/s with a burst of 100 overall.
+//
+// Unlike client-go's limiters, the per-item limiters count a failure only
+// once the delay caused by the previous one has run out, so an item that
+// watch events keep re-triggering while it backs off does not have its
+// backoff inflated by each event.
+//
+// # Metrics
+//
+// Set [Options].Metrics to a [MetricsProvider] to record depth, adds,
+// queue latency, work duration, unfinished work, the longest running
+// processor and retries, per queue name. Package prommetrics provides a
+// Prometheus provider; without one, the queue records nothing and pays
+// nothing.
+//
+// # Performance
+//
+// One mutex guards a map from item to a recycled entry and a ring buffer
+// of ready entries, so a Get needs no map lookup and, in steady state,
+// Add, Get, Done and AddAfter allocate nothing. docs/performance.md
+// compares it with client-go's workqueue.
+package workqueue

@@ -1,0 +1,22 @@
+// Package queuetest checks that an implementation of
+// [workqueue.Interface] keeps the guarantees the workqueue package
+// documents. It plays the role testing/slogtest plays for slog handlers.
+//
+// # Conformance cases
+//
+// [Check] runs a table of small deterministic scenarios (FIFO order,
+// deduplication, re-queue after Done, shutdown, drain) and returns every
+// violation, each naming the rule it breaks, joined with errors.Join.
+// [Run] does the same as subtests of a *testing.T. [CheckDelaying] and
+// [RunDelaying] add the AddAfter rules for a [workqueue.DelayingInterface]
+// driven by a clock the caller advances.
+//
+// # Property test
+//
+// [Stress] runs many random operation sequences from many goroutines
+// against fresh queues and checks the invariants as it goes: no item is
+// processed by two workers at once, no Add is lost, a Get is never
+// handed more copies of an item than were added, and ShutDownWithDrain
+// returns only after the items processing when it was called are Done.
+// Run it under the race detector.
+package queuetest
