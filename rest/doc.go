@@ -1,0 +1,86 @@
+// Package rest talks to a Kubernetes API server: it builds an HTTP
+// transport from a [config.Config], sends requests built with a small
+// builder, decodes JSON and protobuf responses into caller-chosen types,
+// and decodes watch streams into typed events.
+//
+// It is the layer typed clients are built on; most programs use those.
+//
+// # Getting started
+//
+//	cfg, err := config.Load(config.LoadOptions{})
+//	...
+//	c, err := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
+//	...
+//	var pod corev1.Pod
+//	err = c.Get().Namespace("default").Resource("pods").Name("web-0").
+//		Options(&metav1.GetOptions{}).Do(ctx, &pod)
+//	if apierrors.IsNotFound(err) { ... }
+//
+//	w, err := rest.Watch[corev1.Pod](ctx, c.Get().Namespace("default").Resource("pods").
+//		Options(&metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}))
+//	...
+//	defer w.Stop()
+//	for {
+//		ev, err := w.Next()
+//		if err != nil { ... } // io.EOF: the server ended the watch
+//		switch ev.Type { ... } // ev.Object is a *corev1.Pod
+//	}
+//
+// # Transport
+//
+// [New] builds an http.Transport with TLS verification on (unless the
+// Config says insecure-skip-tls-verify), the Config's CA, client
+// certificate and tls-server-name, the proxy from proxy-url or the
+// environment, HTTP/2 with health-check pings, keep-alives, and dial and
+// TLS handshake timeouts. On top come authentication (bearer token, a
+// token file re-read every minute and after a 401, basic auth, or an exec
+// credential plugin cached until its expiry or a 401), impersonation
+// headers and the user agent.
+//
+// # Rate limiting and retries
+//
+// Client-side rate limiting is off by default: the API server's Priority
+// and Fairness (APF) is the real limiter, and it answers 429 with
+// Retry-After when a client should slow down. Set Config.QPS (and Burst)
+// to turn a token bucket on.
+//
+// Idempotent requests are retried on 429, 503 and connection resets,
+// honouring Retry-After, within the bounds of [RetryPolicy].
+//
+// # Content negotiation
+//
+// A Client asks for JSON, or with [Protobuf] for
+// application/vnd.kubernetes.protobuf whenever the target type has a
+// protobuf form. Types without one (unstructured objects, custom resources)
+// are requested as JSON by the same client. Responses are decoded by their
+// Content-Type. Objects decoded from protobuf get their apiVersion and kind
+// filled in, so a protobuf and a JSON read of the same object are equal.
+//
+// # Watch
+//
+// [Watch] returns a [Watcher]; its Next method returns one [Event] at a
+// time and io.EOF at the end. Pulling events (rather than receiving them on
+// a channel) costs no goroutine hand-off per event, and lets the caller
+// apply back-pressure. Frames are read into one reused buffer and decoded
+// without intermediate copies: protobuf frames (a 4-byte big-endian length,
+// then a metav1.WatchEvent whose object is a runtime.Unknown) are taken
+// apart by a small hand-written reader; JSON frames are split at object
+// boundaries and the object decoded in one pass. A truncated or garbage
+// frame ends the watch with a [*DecodeError]; it never panics (fuzzed).
+//
+// # Errors
+//
+// A non-2xx response is a [*StatusError] carrying the server's
+// metav1.Status; it implements apierrors.APIStatus, so
+// apierrors.IsNotFound, IsConflict, IsGone, IsResourceExpired and the rest
+// work on it. A certificate failure is a [*TLSVerificationError]. Problems
+// with configuration files are [*config.Error] values naming the file and
+// field.
+//
+// # Observability and logging
+//
+// An [Observer] sees every attempt (method, resource, code, latency,
+// retries). With a Logger at debug level each attempt is logged with its
+// headers; Authorization values are masked and bodies are never logged.
+// Tokens, passwords and keys never appear in log lines or error strings.
+package rest
