@@ -1,8 +1,6 @@
 package rest
 
 import (
-	"io"
-	"log"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,13 +11,15 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"encoding/pem"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"testing"
-	"strconv"
 	runtime2 "runtime"
+	"strconv"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
