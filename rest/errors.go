@@ -41,6 +41,9 @@ func (e *StatusError) Error() string {
 	if msg == "" {
 		msg = string(e.ErrStatus.Reason)
 	}
+	if e.Path == "" {
+		return fmt.Sprintf("%s: %d: %s", e.Method, e.Code, msg)
+	}
 	return fmt.Sprintf("%s %s: %d: %s", e.Method, e.Path, e.Code, msg)
 }
 

@@ -111,6 +111,11 @@ func (w *Watcher[PT]) Next() (Event[PT], error) {
 	if w.err != nil {
 		return Event[PT]{}, w.err
 	}
+	if w.stopped.Load() {
+		// Stop wins over events still in the buffer.
+		w.err = io.EOF
+		return Event[PT]{}, w.err
+	}
 	ev, err := w.next()
 	if err != nil {
 		w.err = w.classify(err)

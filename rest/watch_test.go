@@ -200,6 +200,18 @@ func TestWatcherStop(t *testing.T) {
 	if err := <-done; err != io.EOF {
 		t.Fatalf("Next after Stop = %v, want io.EOF", err)
 	}
+	// Stop also wins over events already buffered.
+	w, err = NewWatcher[corev1.Pod](io.NopCloser(bytes.NewReader(jsonStream(t, sampleEvents()...))), "application/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Next(); err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	if _, err := w.Next(); err != io.EOF {
+		t.Fatalf("Next after Stop with buffered events = %v, want io.EOF", err)
+	}
 }
 
 func TestWatchOverHTTP(t *testing.T) {

@@ -1,0 +1,7 @@
+package rest_test
+
+import "encoding/pem"
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
