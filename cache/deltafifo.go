@@ -1,0 +1,320 @@
+package cache
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// DeltaFIFOOptions configures [NewDeltaFIFO]. The zero value is valid for
+// API object types.
+type DeltaFIFOOptions[T any] struct {
+	// KeyFunc files objects. Default nil: [MetaNamespaceKey] when T
+	// satisfies [Object]; for any other T every write fails with
+	// [ErrNoKeyFunc].
+	KeyFunc KeyFunc[T]
+	// KnownObjects is the store the consumer keeps up to date from the
+	// deltas it pops: an informer's [Store]. Replace uses it to find the
+	// objects that vanished, Resync to re-deliver every object, and
+	// Delete to ignore deletions of objects the consumer never had.
+	// Default nil: Replace tombstones only keys still queued, Resync does
+	// nothing, and every Delete is queued.
+	KnownObjects KeyLister[T]
+}
+
+// DeltaFIFO is the queue between a reflector and an informer. Writers
+// (the reflector) record what happened to each object as [Delta] values;
+// the consumer (the informer) pops all of one key's deltas at once, in
+// the order keys first got a delta since they were last popped.
+//
+// The rules:
+//
+//   - Add, Update and Delete append Added, Updated and Deleted deltas to
+//     the object's key. A key is queued once, however many deltas it has;
+//     its place is where its first pending delta put it.
+//   - Two consecutive Deleted deltas collapse into one: the later one,
+//     unless it is a tombstone and the earlier one is not.
+//   - Delete of an object that is neither queued nor in KnownObjects is
+//     ignored when KnownObjects is set (the consumer never had it).
+//   - Replace appends a Replaced delta for each listed object, then a
+//     tombstone (a Deleted delta with FinalStateUnknown set) for each key
+//     that is queued or known but not listed, unless its newest delta is
+//     already a Deleted. The tombstone carries the newest queued object,
+//     else the known one. Tombstones are queued in key order.
+//   - Resync appends a Sync delta, with the known object, for each key of
+//     KnownObjects that has no pending delta.
+//   - Pop hands out the oldest key with all its deltas, then forgets them.
+//
+// DeltaFIFO is safe for concurrent use. Pop calls process with the queue
+// locked, so that KnownObjects is updated before any other write is
+// queued; process must therefore not call the DeltaFIFO.
+//
+// The zero value is not usable; call [NewDeltaFIFO].
+type DeltaFIFO[T any] struct {
+	keyFunc KeyFunc[T]
+	known   KeyLister[T]
+
+	mu      sync.Mutex
+	items   map[string][]Delta[T] // pending deltas per key; never empty
+	queue   []string              // keys of items, oldest first
+	waiters int                   // Pops waiting for an item
+	wake    chan struct{}         // closed when an item is queued and waiters > 0
+	closed  bool
+	done    chan struct{} // closed by Close
+
+	replaced bool // the first Replace has happened
+	initial  int  // pops left until the first Replace's keys are all popped
+}
+
+var _ Writer[int] = (*DeltaFIFO[int])(nil)
+
+// NewDeltaFIFO returns an empty DeltaFIFO configured by opts.
+func NewDeltaFIFO[T any](opts DeltaFIFOOptions[T]) *DeltaFIFO[T] {
+	return &DeltaFIFO[T]{
+		keyFunc: defaultKeyFunc(opts.KeyFunc),
+		known:   opts.KnownObjects,
+		items:   map[string][]Delta[T]{},
+		wake:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// Add queues an Added delta for obj. It fails with a [*KeyError], or
+// [ErrClosed] after Close.
+func (f *DeltaFIFO[T]) Add(obj T) error { return f.write(Added, obj) }
+
+// Update queues an Updated delta for obj. It fails as Add does.
+func (f *DeltaFIFO[T]) Update(obj T) error { return f.write(Updated, obj) }
+
+// Delete queues a Deleted delta for obj, which should be the object's
+// final state. It fails as Add does.
+func (f *DeltaFIFO[T]) Delete(obj T) error { return f.write(Deleted, obj) }
+
+func (f *DeltaFIFO[T]) write(t DeltaType, obj T) error {
+	key, err := keyOf(f.keyFunc, obj)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if t == Deleted && f.known != nil && len(f.items[key]) == 0 {
+		if _, ok := f.known.Get(key); !ok {
+			return nil // the consumer never had it, nor will
+		}
+	}
+	f.queueDelta(key, Delta[T]{Type: t, Object: obj})
+	return nil
+}
+
+// queueDelta appends d to key's deltas, collapsing consecutive deletes.
+// The caller holds mu.
+func (f *DeltaFIFO[T]) queueDelta(key string, d Delta[T]) {
+	deltas := f.items[key]
+	if n := len(deltas); n > 0 {
+		if d.Type == Deleted && deltas[n-1].Type == Deleted {
+			if !d.FinalStateUnknown || deltas[n-1].FinalStateUnknown {
+				deltas[n-1] = d
+			}
+			return
+		}
+		f.items[key] = append(deltas, d)
+		return
+	}
+	f.items[key] = []Delta[T]{d}
+	f.queue = append(f.queue, key)
+	if f.waiters > 0 {
+		close(f.wake)
+		f.wake = make(chan struct{})
+	}
+}
+
+// Replace records a full list: a Replaced delta per object in objs, and a
+// tombstone for each key queued or known that objs lacks (see
+// [DeltaFIFO]). The first Replace also fixes what [DeltaFIFO.HasSynced]
+// waits for. It fails, queuing nothing, with a [*KeyError], or with
+// [ErrClosed] after Close.
+func (f *DeltaFIFO[T]) Replace(objs []T) error {
+	keys := make([]string, len(objs))
+	listed := make(map[string]struct{}, len(objs))
+	for i, obj := range objs {
+		key, err := keyOf(f.keyFunc, obj)
+		if err != nil {
+			return err
+		}
+		keys[i] = key
+		listed[key] = struct{}{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	var gone []string
+	for key, deltas := range f.items {
+		if _, ok := listed[key]; !ok && deltas[len(deltas)-1].Type != Deleted {
+			gone = append(gone, key)
+		}
+	}
+	if f.known != nil {
+		for _, key := range f.known.ListKeys() {
+			if _, ok := listed[key]; !ok && len(f.items[key]) == 0 {
+				gone = append(gone, key)
+			}
+		}
+	}
+	slices.Sort(gone)
+
+	for i, obj := range objs {
+		f.queueDelta(keys[i], Delta[T]{Type: Replaced, Object: obj})
+	}
+	for _, key := range gone {
+		var obj T
+		if deltas := f.items[key]; len(deltas) > 0 {
+			obj = deltas[len(deltas)-1].Object
+		} else if o, ok := f.known.Get(key); ok {
+			obj = o
+		} else {
+			continue // deleted from the known store meanwhile
+		}
+		f.queueDelta(key, Delta[T]{Type: Deleted, Object: obj, FinalStateUnknown: true})
+	}
+	if !f.replaced {
+		f.replaced = true
+		f.initial = len(f.queue)
+	}
+	return nil
+}
+
+// Resync queues a Sync delta, carrying the known object, for every key of
+// KnownObjects that has no pending delta, in the order KnownObjects lists
+// them. It does nothing without KnownObjects. It fails with [ErrClosed]
+// after Close.
+func (f *DeltaFIFO[T]) Resync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if f.known == nil {
+		return nil
+	}
+	for _, key := range f.known.ListKeys() {
+		if len(f.items[key]) > 0 {
+			continue
+		}
+		if obj, ok := f.known.Get(key); ok {
+			f.queueDelta(key, Delta[T]{Type: Sync, Object: obj})
+		}
+	}
+	return nil
+}
+
+// Pop waits for the oldest queued key and calls process with it and all
+// its deltas, oldest first; the deltas slice then belongs to process. It
+// returns:
+//
+//   - nil once process has returned nil;
+//   - a [*ProcessError] wrapping what process returned otherwise. The
+//     deltas are consumed all the same: DeltaFIFO never re-delivers.
+//     Unlike client-go's ErrRequeue there is no way back into the queue,
+//     because a redelivered batch would be reordered behind newer
+//     deltas of other keys and would confuse HasSynced; a consumer that
+//     can fail retries itself, or relies on the next resync or relist;
+//   - ctx.Err() if ctx is done before an item is available (an already
+//     done ctx pops nothing);
+//   - [ErrClosed] once the queue is closed and empty. Items queued before
+//     Close are still handed out.
+//
+// process runs with the queue locked (see [DeltaFIFO]); it must not call
+// the DeltaFIFO. Concurrent Pops are allowed and run process one at a
+// time.
+func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas []Delta[T]) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	for len(f.queue) == 0 {
+		if f.closed {
+			f.mu.Unlock()
+			return ErrClosed
+		}
+		if err := wait(ctx, &f.mu, &f.waiters, f.wake, f.done); err != nil {
+			f.mu.Unlock()
+			return err
+		}
+	}
+	defer f.mu.Unlock()
+	key := f.queue[0]
+	f.queue[0] = ""
+	f.queue = f.queue[1:]
+	deltas := f.items[key]
+	delete(f.items, key)
+	if f.initial > 0 {
+		f.initial--
+	}
+	if err := process(key, deltas); err != nil {
+		return &ProcessError{Key: key, Err: err}
+	}
+	return nil
+}
+
+// HasSynced reports whether the first Replace has happened and every key
+// it left queued (listed objects, tombstones, and keys queued before it)
+// has been popped and processed. Writes before the first Replace do not
+// make a DeltaFIFO synced. An informer's HasSynced builds on this.
+func (f *DeltaFIFO[T]) HasSynced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.replaced && f.initial == 0
+}
+
+// Close makes further writes fail with [ErrClosed] and wakes every
+// waiting Pop; Pop hands out what is still queued, then returns
+// ErrClosed. Close is idempotent.
+func (f *DeltaFIFO[T]) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.done)
+	}
+}
+
+// Len returns the number of queued keys.
+func (f *DeltaFIFO[T]) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.queue)
+}
+
+// ListKeys returns the queued keys, oldest first.
+func (f *DeltaFIFO[T]) ListKeys() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.queue)
+}
+
+// List returns the newest object of each queued key, oldest key first.
+// The objects are shared: do not mutate them.
+func (f *DeltaFIFO[T]) List() []T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]T, 0, len(f.queue))
+	for _, key := range f.queue {
+		d := f.items[key]
+		out = append(out, d[len(d)-1].Object)
+	}
+	return out
+}
+
+// Deltas returns a copy of the deltas pending for key, oldest first, and
+// whether there are any.
+func (f *DeltaFIFO[T]) Deltas(key string) ([]Delta[T], bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.items[key]
+	return slices.Clone(d), ok
+}

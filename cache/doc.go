@@ -1,0 +1,96 @@
+// Package cache holds the storage half of an informer: the keyed, indexed
+// store that serves cached reads, the DeltaFIFO that carries changes from
+// a reflector to an informer, and a few small stores and queues around
+// them. Everything is generic over the element type T and works for any
+// Go type given a key function; API objects (pointers such as
+// *corev1.Pod) need none, as they are filed by namespace/name.
+//
+// # Getting started
+//
+// A cache of pods, with a custom index and a label-selector query:
+//
+//	pods := cache.NewStore(cache.StoreOptions[*corev1.Pod]{
+//		Indexers: cache.Indexers[*corev1.Pod]{
+//			"node": func(p *corev1.Pod) ([]string, error) { return []string{p.Spec.NodeName}, nil },
+//		},
+//	})
+//	_ = pods.Add(pod)
+//	onNode, _ := pods.ByIndex("node", "node-1")
+//	frontends, _ := pods.Select("default", labels.SelectorFromSet(labels.Set{"tier": "frontend"}))
+//
+// # Where Loom uses each type
+//
+//   - [Store] is the informer cache (client-go's Store, ThreadSafeStore
+//     and Indexer in one type). The informer is its only writer; listers
+//     and reconcilers read it through [Indexer].
+//   - [DeltaFIFO] sits between the reflector and the informer: the
+//     reflector writes list and watch results into it through [Writer],
+//     and the informer pops each key's deltas, applies them to the Store
+//     (its KnownObjects) and hands them to event handlers.
+//   - [FIFO], [Heap], [ExpirationCache] and [UndeltaStore] are not on the
+//     informer path. They are offered for users: FIFO for latest-state
+//     queues, Heap for priority queues (it could back a delaying queue,
+//     though Loom's workqueue keeps its own), ExpirationCache for
+//     discovery-style caches with a TTL, UndeltaStore for consumers that
+//     want the whole state on every change.
+//
+// # Keys
+//
+// A [KeyFunc] maps an object to its key. The default, for types that
+// satisfy [Object], is [MetaNamespaceKey]: "namespace/name", or "name"
+// for cluster-scoped objects; [SplitKey] reverses it. Other types must
+// give one in their options; the seeds' MyPod example in this package's
+// examples shows a plain struct keyed by its Name field.
+//
+// # Readers and writers
+//
+// Reading and writing are separate interfaces of a few methods each:
+// [Reader] (Get, List, ListKeys, Len), [Writer] (Add, Update, Delete,
+// Replace), [IndexReader] (index and label-selector queries) and
+// [KeyLister] (what a DeltaFIFO needs of the consumer's store). [Indexer]
+// is Reader plus IndexReader: the read-only view handed to listers. Both
+// the Store and the DeltaFIFO are Writers, so a reflector can fill either.
+//
+// Objects given to a writer become shared with every reader, and objects
+// returned by any reader are shared with the store: nobody may mutate
+// them. Copy an object (DeepCopy, for API types) before changing it.
+//
+// # Indexes and label selectors
+//
+// A Store keeps three kinds of index, each a map from a value to the set
+// of objects filed under it: the namespace index ([NamespaceIndex]),
+// custom indexes ([IndexFunc], given in [StoreOptions] or added with
+// [Store.AddIndexers]), and a label index (label key → value → objects).
+// [Store.Select] answers a labels.Selector from the smallest candidate
+// set among the namespace and the selector's "=", "==", "in" and "exists"
+// requirements, and checks each candidate against the whole selector; it
+// scans only when the selector has none of those requirements and no
+// namespace is given. Internally objects live in a slice addressed by
+// 32-bit ids, so index sets cost 4 bytes per entry, and a set with a
+// handful of members is a small slice, not a map.
+//
+// # Deltas and tombstones
+//
+// A [Delta] is a [DeltaType] (Added, Updated, Deleted, Replaced, Sync)
+// and the object. When a relist (Replace) no longer contains an object
+// the consumer has, the DeltaFIFO queues a tombstone: a Deleted delta
+// with FinalStateUnknown set, carrying the last state known. Deletes that
+// happen while a watch is disconnected are only ever seen this way, and
+// the state a tombstone carries may be stale. Code that must observe the
+// final state of every object should use a finalizer instead. The
+// [DeltaFIFO] type documents every queueing rule, what Pop does when
+// processing fails, and what HasSynced means.
+//
+// # Errors
+//
+// Methods return errors rather than panicking: [*KeyError] when a key
+// cannot be computed, [*IndexError] when an index function fails (the
+// write changes nothing), [*ProcessError] from Pop, and sentinels such as
+// [ErrClosed] and [ErrNoSuchIndex], usually wrapped; test with errors.Is
+// and errors.As.
+//
+// # Conformance
+//
+// Package cachetest checks any [ReadWriter] or indexed store against the
+// invariants this package promises, in the style of testing/slogtest.
+package cache

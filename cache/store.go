@@ -1,0 +1,621 @@
+package cache
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
+// NamespaceIndex names the index every [Store] keeps without being asked:
+// each key is filed under the part before its first slash, "" if none.
+// For keys made by [MetaNamespaceKey] that is the object's namespace, ""
+// for cluster-scoped objects. An indexer given under this name in
+// [StoreOptions].Indexers or [Store.AddIndexers] takes the name over for
+// the index queries; [Store.Select] keeps using the key-derived index.
+const NamespaceIndex = "namespace"
+
+// IndexFunc returns the values under which obj is filed in an index. It
+// must be deterministic and must not keep or mutate obj: the store calls
+// it again on the stored object to find the entries to remove. Duplicate
+// values count once.
+type IndexFunc[T any] func(obj T) ([]string, error)
+
+// Indexers maps index names to index functions.
+type Indexers[T any] map[string]IndexFunc[T]
+
+// StoreOptions configures [NewStore]. The zero value is valid for API
+// object types (those that satisfy [Object]).
+type StoreOptions[T any] struct {
+	// KeyFunc files objects. Default nil: [MetaNamespaceKey] when T
+	// satisfies [Object]; for any other T every write fails with
+	// [ErrNoKeyFunc], so give one.
+	KeyFunc KeyFunc[T]
+	// Indexers are custom indexes, in addition to [NamespaceIndex].
+	// Default nil: none. More can be added with [Store.AddIndexers].
+	Indexers Indexers[T]
+	// Labels returns an object's labels for the label index used by
+	// [Store.Select]; it must not mutate the object, and the map it
+	// returns must not change while the object is stored. Default nil:
+	// GetLabels when T has that method; otherwise the store keeps no
+	// label index and Select accepts only selectors without
+	// requirements.
+	Labels func(obj T) map[string]string
+}
+
+// Store is Loom's cache: a keyed collection of objects, safe for
+// concurrent use, with a namespace index, optional custom indexes and a
+// label index that answers label-selector queries without scanning. It
+// is the one type behind client-go's Store, ThreadSafeStore and Indexer.
+//
+// A Store holds T values as given (pointers, for API types) and never
+// copies them. Objects passed to the writers become shared with every
+// reader: nobody may mutate them afterwards. An informer's store has a
+// single writer, the informer; readers get it as an [Indexer].
+//
+// The zero value is not usable; call [NewStore].
+type Store[T any] struct {
+	keyFunc  KeyFunc[T]
+	labelsOf func(T) map[string]string // nil: no label index
+
+	mu       sync.RWMutex
+	indexers Indexers[T] // custom indexes
+	names    []string    // keys of indexers, sorted
+	st       state[T]
+}
+
+// slot holds one stored object. A free slot has an empty key.
+type slot[T any] struct {
+	key string
+	obj T
+}
+
+// state is everything Replace swaps at once. Objects live in slots,
+// addressed by a dense uint32 id, so the index sets hold 4-byte ids
+// rather than keys.
+type state[T any] struct {
+	ids     map[string]uint32
+	slots   []slot[T]
+	free    []uint32
+	ns      map[string]*idSet            // namespace part of the key → ids
+	indices map[string]map[string]*idSet // index name → value → ids
+	labels  map[string]map[string]*idSet // label key → value → ids; nil without labels
+}
+
+var (
+	_ Indexer[int]    = (*Store[int])(nil)
+	_ ReadWriter[int] = (*Store[int])(nil)
+)
+
+// NewStore returns an empty Store configured by opts.
+func NewStore[T any](opts StoreOptions[T]) *Store[T] {
+	s := &Store[T]{
+		keyFunc:  defaultKeyFunc(opts.KeyFunc),
+		labelsOf: defaultLabelsFunc(opts.Labels),
+		indexers: maps.Clone(opts.Indexers),
+	}
+	if s.indexers == nil {
+		s.indexers = Indexers[T]{}
+	}
+	s.names = slices.Sorted(maps.Keys(s.indexers))
+	s.st = s.newState(0)
+	return s
+}
+
+func (s *Store[T]) newState(n int) state[T] {
+	st := state[T]{
+		ids:     make(map[string]uint32, n),
+		slots:   make([]slot[T], 0, n),
+		ns:      map[string]*idSet{},
+		indices: make(map[string]map[string]*idSet, len(s.names)),
+	}
+	for _, name := range s.names {
+		st.indices[name] = map[string]*idSet{}
+	}
+	if s.labelsOf != nil {
+		st.labels = map[string]map[string]*idSet{}
+	}
+	return st
+}
+
+// Add stores obj under its key, replacing any object there. It fails,
+// changing nothing, with a [*KeyError] or an [*IndexError].
+func (s *Store[T]) Add(obj T) error { return s.write(obj) }
+
+// Update is Add.
+func (s *Store[T]) Update(obj T) error { return s.write(obj) }
+
+func (s *Store[T]) write(obj T) error {
+	key, err := keyOf(s.keyFunc, obj)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.put(&s.st, key, obj)
+}
+
+// Delete removes the object with obj's key, if there is one; only the key
+// of obj matters. It fails with a [*KeyError].
+func (s *Store[T]) Delete(obj T) error {
+	key, err := keyOf(s.keyFunc, obj)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remove(&s.st, key)
+	return nil
+}
+
+// Replace makes the store hold exactly objs (the last one wins when two
+// share a key), rebuilding every index. Readers see the old contents or
+// the new, never a mix. On error (a [*KeyError] or [*IndexError]) the
+// store is unchanged.
+func (s *Store[T]) Replace(objs []T) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.newState(len(objs))
+	for _, obj := range objs {
+		key, err := keyOf(s.keyFunc, obj)
+		if err != nil {
+			return err
+		}
+		if err := s.put(&st, key, obj); err != nil {
+			return err
+		}
+	}
+	s.st = st
+	return nil
+}
+
+// AddIndexers adds custom indexes and files every stored object in them.
+// It fails, adding none, with an error wrapping [ErrIndexExists] if a
+// name is taken by a custom index, or with an [*IndexError]. It may be
+// called at any time, though informers add their indexes before they
+// start.
+func (s *Store[T]) AddIndexers(indexers Indexers[T]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range indexers {
+		if _, ok := s.indexers[name]; ok {
+			return fmt.Errorf("cache: AddIndexers %q: %w", name, ErrIndexExists)
+		}
+	}
+	built := make(map[string]map[string]*idSet, len(indexers))
+	for name, fn := range indexers {
+		idx := map[string]*idSet{}
+		for id, sl := range s.st.slots {
+			if sl.key == "" {
+				continue
+			}
+			vals, err := fn(sl.obj)
+			if err != nil {
+				return &IndexError{Index: name, Key: sl.key, Err: err}
+			}
+			for _, v := range uniq(vals) {
+				addTo(idx, v, uint32(id))
+			}
+		}
+		built[name] = idx
+	}
+	for name, fn := range indexers {
+		s.indexers[name] = fn
+		s.st.indices[name] = built[name]
+	}
+	s.names = slices.Sorted(maps.Keys(s.indexers))
+	return nil
+}
+
+// put stores obj under key in st. It computes every index value before
+// changing anything, so that an index error leaves st as it was.
+func (s *Store[T]) put(st *state[T], key string, obj T) error {
+	var vals [][]string
+	if len(s.names) > 0 {
+		vals = make([][]string, len(s.names))
+		for i, name := range s.names {
+			v, err := s.indexers[name](obj)
+			if err != nil {
+				return &IndexError{Index: name, Key: key, Err: err}
+			}
+			vals[i] = uniq(v)
+		}
+	}
+	if id, ok := st.ids[key]; ok {
+		old := st.slots[id].obj
+		for i, name := range s.names {
+			oldVals, _ := s.indexers[name](old) // filed without error before
+			idx := st.indices[name]
+			for _, v := range uniq(oldVals) {
+				if !slices.Contains(vals[i], v) {
+					removeFrom(idx, v, id)
+				}
+			}
+			for _, v := range vals[i] {
+				if !slices.Contains(oldVals, v) {
+					addTo(idx, v, id)
+				}
+			}
+		}
+		if s.labelsOf != nil {
+			oldL, newL := s.labelsOf(old), s.labelsOf(obj)
+			for k, v := range oldL {
+				if nv, ok := newL[k]; !ok || nv != v {
+					st.removeLabel(k, v, id)
+				}
+			}
+			for k, v := range newL {
+				if ov, ok := oldL[k]; !ok || ov != v {
+					st.addLabel(k, v, id)
+				}
+			}
+		}
+		st.slots[id].obj = obj
+		return nil
+	}
+
+	var id uint32
+	if n := len(st.free); n > 0 {
+		id = st.free[n-1]
+		st.free = st.free[:n-1]
+		st.slots[id] = slot[T]{key: key, obj: obj}
+	} else {
+		id = uint32(len(st.slots))
+		st.slots = append(st.slots, slot[T]{key: key, obj: obj})
+	}
+	st.ids[key] = id
+	addTo(st.ns, namespaceOf(key), id)
+	for i, name := range s.names {
+		idx := st.indices[name]
+		for _, v := range vals[i] {
+			addTo(idx, v, id)
+		}
+	}
+	if s.labelsOf != nil {
+		for k, v := range s.labelsOf(obj) {
+			st.addLabel(k, v, id)
+		}
+	}
+	return nil
+}
+
+// remove deletes key from st and from every index, if present.
+func (s *Store[T]) remove(st *state[T], key string) {
+	id, ok := st.ids[key]
+	if !ok {
+		return
+	}
+	old := st.slots[id].obj
+	removeFrom(st.ns, namespaceOf(key), id)
+	for _, name := range s.names {
+		oldVals, _ := s.indexers[name](old)
+		for _, v := range uniq(oldVals) {
+			removeFrom(st.indices[name], v, id)
+		}
+	}
+	if s.labelsOf != nil {
+		for k, v := range s.labelsOf(old) {
+			st.removeLabel(k, v, id)
+		}
+	}
+	delete(st.ids, key)
+	st.slots[id] = slot[T]{}
+	st.free = append(st.free, id)
+}
+
+func (st *state[T]) addLabel(k, v string, id uint32) {
+	vals := st.labels[k]
+	if vals == nil {
+		vals = map[string]*idSet{}
+		st.labels[k] = vals
+	}
+	addTo(vals, v, id)
+}
+
+func (st *state[T]) removeLabel(k, v string, id uint32) {
+	vals := st.labels[k]
+	if vals == nil {
+		return
+	}
+	removeFrom(vals, v, id)
+	if len(vals) == 0 {
+		delete(st.labels, k)
+	}
+}
+
+func addTo(idx map[string]*idSet, v string, id uint32) {
+	set := idx[v]
+	if set == nil {
+		set = &idSet{}
+		idx[v] = set
+	}
+	set.add(id)
+}
+
+func removeFrom(idx map[string]*idSet, v string, id uint32) {
+	set := idx[v]
+	if set == nil {
+		return
+	}
+	set.remove(id)
+	if set.len() == 0 {
+		delete(idx, v)
+	}
+}
+
+// uniq returns vals without duplicates, copying only if it has some.
+func uniq(vals []string) []string {
+	for i := 1; i < len(vals); i++ {
+		if slices.Contains(vals[:i], vals[i]) {
+			out := make([]string, 0, len(vals))
+			for _, v := range vals {
+				if !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+			return out
+		}
+	}
+	return vals
+}
+
+// Get returns the object stored under key, and whether there is one.
+func (s *Store[T]) Get(key string) (T, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	id, ok := s.st.ids[key]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return s.st.slots[id].obj, true
+}
+
+// List returns every stored object, in no particular order.
+func (s *Store[T]) List() []T {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]T, 0, len(s.st.ids))
+	for _, sl := range s.st.slots {
+		if sl.key != "" {
+			out = append(out, sl.obj)
+		}
+	}
+	return out
+}
+
+// ListKeys returns every key, in no particular order.
+func (s *Store[T]) ListKeys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.st.ids))
+	for _, sl := range s.st.slots {
+		if sl.key != "" {
+			out = append(out, sl.key)
+		}
+	}
+	return out
+}
+
+// Len returns the number of stored objects.
+func (s *Store[T]) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.st.ids)
+}
+
+// lookup returns the value map of index name. The caller holds mu.
+func (s *Store[T]) lookup(name string) (map[string]*idSet, error) {
+	if idx, ok := s.st.indices[name]; ok {
+		return idx, nil
+	}
+	if name == NamespaceIndex {
+		return s.st.ns, nil
+	}
+	return nil, fmt.Errorf("cache: index %q: %w", name, ErrNoSuchIndex)
+}
+
+// Index returns the stored objects that share at least one value of
+// index name with obj, each once. See [IndexReader].
+func (s *Store[T]) Index(name string, obj T) ([]T, error) {
+	var vals []string
+	if fn, ok := s.indexerFunc(name); ok {
+		v, err := fn(obj)
+		if err != nil {
+			return nil, &IndexError{Index: name, Err: err}
+		}
+		vals = uniq(v)
+	} else if name == NamespaceIndex {
+		key, err := keyOf(s.keyFunc, obj)
+		if err != nil {
+			return nil, err
+		}
+		vals = []string{namespaceOf(key)}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) == 1 {
+		return s.objects(idx[vals[0]]), nil
+	}
+	var out []T
+	seen := map[uint32]struct{}{}
+	for _, v := range vals {
+		for id := range idx[v].all() {
+			if _, dup := seen[id]; !dup {
+				seen[id] = struct{}{}
+				out = append(out, s.st.slots[id].obj)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Store[T]) indexerFunc(name string) (IndexFunc[T], bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fn, ok := s.indexers[name]
+	return fn, ok
+}
+
+// objects returns the objects of set. The caller holds mu.
+func (s *Store[T]) objects(set *idSet) []T {
+	out := make([]T, 0, set.len())
+	for id := range set.all() {
+		out = append(out, s.st.slots[id].obj)
+	}
+	return out
+}
+
+// IndexKeys returns the keys filed under value in index name.
+func (s *Store[T]) IndexKeys(name, value string) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	set := idx[value]
+	out := make([]string, 0, set.len())
+	for id := range set.all() {
+		out = append(out, s.st.slots[id].key)
+	}
+	return out, nil
+}
+
+// ListIndexFuncValues returns the values under which index name holds at
+// least one object, in no particular order; nil for an unknown index.
+func (s *Store[T]) ListIndexFuncValues(name string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, err := s.lookup(name)
+	if err != nil {
+		return nil
+	}
+	return slices.AppendSeq(make([]string, 0, len(idx)), maps.Keys(idx))
+}
+
+// ByIndex returns the objects filed under value in index name.
+func (s *Store[T]) ByIndex(name, value string) ([]T, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.objects(idx[value]), nil
+}
+
+// Select returns the objects in namespace ("" for every namespace) whose
+// labels match selector (nil means everything), in no particular order.
+//
+// It picks the smallest candidate set among the namespace (when given)
+// and each requirement the label index can answer: "=", "==" and "in"
+// (the objects with one of the values) and "exists" (the objects with the
+// key). It then checks every candidate against the namespace and the
+// whole selector. Only a selector with none of those requirements
+// ("!=", "notin", "!", "gt", "lt" alone) and no namespace makes it visit
+// every object. The cost is thus proportional to the smallest candidate
+// set, not to the size of the store.
+//
+// It fails with [ErrNoLabels] for a selector with requirements on a store
+// without a label function.
+func (s *Store[T]) Select(namespace string, selector labels.Selector) ([]T, error) {
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	reqs, selectable := selector.Requirements()
+	if !selectable {
+		return nil, nil // labels.Nothing()
+	}
+	if len(reqs) > 0 && s.labelsOf == nil {
+		return nil, fmt.Errorf("cache: Select %q: %w", selector.String(), ErrNoLabels)
+	}
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+
+	// The candidates: a union of disjoint sets (an object has one value
+	// per label key), or every object when sets is nil.
+	var sets []*idSet
+	size := len(s.st.ids)
+	chosen := -1 // the requirement the candidates satisfy, or -1
+	if namespace != "" {
+		set := s.st.ns[namespace]
+		if set == nil {
+			return nil, nil
+		}
+		sets, size = []*idSet{set}, set.len()
+	}
+	for i := range reqs {
+		rs, n, ok := s.candidates(&reqs[i])
+		if !ok {
+			continue
+		}
+		if n == 0 {
+			return nil, nil
+		}
+		if n < size || sets == nil {
+			sets, size, chosen = rs, n, i
+		}
+	}
+
+	out := make([]T, 0, size)
+	check := func(sl *slot[T]) {
+		if namespace != "" && namespaceOf(sl.key) != namespace {
+			return
+		}
+		if len(reqs) > 0 {
+			if len(reqs) == 1 && chosen == 0 {
+				// The candidate sets are exactly the requirement's.
+			} else if !selector.Matches(labels.Set(s.labelsOf(sl.obj))) {
+				return
+			}
+		}
+		out = append(out, sl.obj)
+	}
+	if sets == nil {
+		for i := range s.st.slots {
+			if s.st.slots[i].key != "" {
+				check(&s.st.slots[i])
+			}
+		}
+		return out, nil
+	}
+	for _, set := range sets {
+		for id := range set.all() {
+			check(&s.st.slots[id])
+		}
+	}
+	return out, nil
+}
+
+// candidates returns the label-index sets whose union is the set of
+// objects that satisfy r, and the union's size; ok is false when the
+// index cannot answer r. The caller holds mu.
+func (s *Store[T]) candidates(r *labels.Requirement) (sets []*idSet, size int, ok bool) {
+	vals := s.st.labels[r.Key()]
+	switch r.Operator() {
+	case selection.Equals, selection.DoubleEquals, selection.In:
+		for _, v := range uniq(r.ValuesUnsorted()) {
+			if set := vals[v]; set != nil {
+				sets = append(sets, set)
+				size += set.len()
+			}
+		}
+		return sets, size, true
+	case selection.Exists:
+		for _, set := range vals {
+			sets = append(sets, set)
+			size += set.len()
+		}
+		return sets, size, true
+	}
+	return nil, 0, false
+}
