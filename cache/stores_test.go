@@ -1,0 +1,328 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/internal/clock"
+)
+
+func TestKeys(t *testing.T) {
+	tests := []struct {
+		ns, name, key string
+		err           error
+	}{
+		{"default", "web", "default/web", nil},
+		{"", "node-1", "node-1", nil},
+		{"default", "", "", cache.ErrEmptyKey},
+	}
+	for _, tt := range tests {
+		key, err := cache.MetaNamespaceKey(&obj{Namespace: tt.ns, Name: tt.name})
+		if key != tt.key || !errors.Is(err, tt.err) {
+			t.Errorf("MetaNamespaceKey(%q, %q) = %q, %v; want %q, %v", tt.ns, tt.name, key, err, tt.key, tt.err)
+		}
+		if tt.err != nil {
+			continue
+		}
+		ns, name, err := cache.SplitKey(key)
+		if ns != tt.ns || name != tt.name || err != nil {
+			t.Errorf("SplitKey(%q) = %q, %q, %v", key, ns, name, err)
+		}
+	}
+	for _, bad := range []string{"", "/", "a/", "/b", "a/b/c"} {
+		if _, _, err := cache.SplitKey(bad); !errors.Is(err, cache.ErrMalformedKey) {
+			t.Errorf("SplitKey(%q) = %v, want ErrMalformedKey", bad, err)
+		}
+	}
+}
+
+func TestStoreIndexErrors(t *testing.T) {
+	boom := errors.New("boom")
+	failOn := func(name string) cache.IndexFunc[*obj] {
+		return func(o *obj) ([]string, error) {
+			if o.Name == name {
+				return nil, boom
+			}
+			return []string{o.Name}, nil
+		}
+	}
+	s := cache.NewStore(cache.StoreOptions[*obj]{Indexers: cache.Indexers[*obj]{"by-name": failOn("bad")}})
+	_ = s.Add(&obj{Namespace: "a", Name: "x", Version: 1})
+
+	var ie *cache.IndexError
+	if err := s.Add(&obj{Namespace: "a", Name: "bad"}); !errors.As(err, &ie) || ie.Index != "by-name" || ie.Key != "a/bad" || !errors.Is(err, boom) {
+		t.Errorf("Add with a failing index = %v, want an IndexError", err)
+	}
+	if err := s.Replace([]*obj{{Namespace: "a", Name: "bad"}}); !errors.As(err, &ie) {
+		t.Errorf("Replace with a failing index = %v, want an IndexError", err)
+	}
+	if keys := s.ListKeys(); !slices.Equal(keys, []string{"a/x"}) {
+		t.Errorf("after failed writes, keys = %q, want [a/x]", keys)
+	}
+
+	if err := s.AddIndexers(cache.Indexers[*obj]{"by-name": failOn("")}); !errors.Is(err, cache.ErrIndexExists) {
+		t.Errorf("AddIndexers of a taken name = %v, want ErrIndexExists", err)
+	}
+	if err := s.AddIndexers(cache.Indexers[*obj]{"other": failOn("x")}); !errors.As(err, &ie) {
+		t.Errorf("AddIndexers whose function fails = %v, want an IndexError", err)
+	}
+	if _, err := s.ByIndex("other", "x"); !errors.Is(err, cache.ErrNoSuchIndex) {
+		t.Errorf("a failed AddIndexers added its index: %v", err)
+	}
+	// Index of a probe the function rejects.
+	if _, err := s.Index("by-name", &obj{Name: "bad"}); !errors.As(err, &ie) {
+		t.Errorf("Index with a failing probe = %v, want an IndexError", err)
+	}
+}
+
+// TestStoreNamespaceIndexOverride: a custom index named NamespaceIndex
+// answers index queries, while Select keeps the key-derived namespaces.
+func TestStoreNamespaceIndexOverride(t *testing.T) {
+	s := cache.NewStore(cache.StoreOptions[*obj]{Indexers: cache.Indexers[*obj]{
+		cache.NamespaceIndex: func(o *obj) ([]string, error) { return []string{"all"}, nil },
+	}})
+	_ = s.Add(&obj{Namespace: "a", Name: "x"})
+	_ = s.Add(&obj{Namespace: "b", Name: "y"})
+	if got, _ := s.IndexKeys(cache.NamespaceIndex, "all"); len(got) != 2 {
+		t.Errorf("IndexKeys(namespace, all) = %q, want both keys", got)
+	}
+	if got, _ := s.Select("a", nil); len(got) != 1 || got[0].Name != "x" {
+		t.Errorf("Select(a) = %v, want a/x", got)
+	}
+}
+
+type plain struct{ ID, Val string }
+
+func TestStoreWithoutLabels(t *testing.T) {
+	s := cache.NewStore(cache.StoreOptions[plain]{KeyFunc: func(p plain) (string, error) { return p.ID, nil }})
+	_ = s.Add(plain{"ns/a", "1"})
+	if got, err := s.Select("", labels.Everything()); err != nil || len(got) != 1 {
+		t.Errorf("Select(everything) = %v, %v; want the one object", got, err)
+	}
+	if got, err := s.Select("ns", nil); err != nil || len(got) != 1 {
+		t.Errorf("Select(ns, nil) = %v, %v; want the one object", got, err)
+	}
+	if _, err := s.Select("", labels.SelectorFromSet(labels.Set{"a": "b"})); !errors.Is(err, cache.ErrNoLabels) {
+		t.Errorf("Select(a=b) without labels = %v, want ErrNoLabels", err)
+	}
+	if err := cache.NewStore(cache.StoreOptions[plain]{}).Add(plain{}); !errors.Is(err, cache.ErrNoKeyFunc) {
+		t.Errorf("Add without a key function = %v, want ErrNoKeyFunc", err)
+	}
+	// A Labels option gives any type a label index.
+	l := cache.NewStore(cache.StoreOptions[plain]{
+		KeyFunc: func(p plain) (string, error) { return p.ID, nil },
+		Labels:  func(p plain) map[string]string { return map[string]string{"val": p.Val} },
+	})
+	_ = l.Add(plain{"a", "1"})
+	_ = l.Add(plain{"b", "2"})
+	if got, err := l.Select("", labels.SelectorFromSet(labels.Set{"val": "2"})); err != nil || len(got) != 1 || got[0].ID != "b" {
+		t.Errorf("Select(val=2) = %v, %v; want b", got, err)
+	}
+}
+
+func popAll[T any](t *testing.T, pop func(context.Context) (T, error), n int) []T {
+	t.Helper()
+	var out []T
+	for range n {
+		v, err := pop(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func names(objs []*obj) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.Name
+	}
+	return out
+}
+
+func TestFIFO(t *testing.T) {
+	q := cache.NewFIFO(cache.FIFOOptions[*obj]{})
+	for _, n := range []string{"a", "b", "c", "d"} {
+		_ = q.Add(&obj{Name: n, Version: 1})
+	}
+	_ = q.Update(&obj{Name: "a", Version: 2}) // keeps its place, newest object
+	_ = q.Delete(&obj{Name: "b"})
+	_ = q.Add(&obj{Name: "b", Version: 3}) // back of the queue
+	got := popAll(t, q.Pop, 4)
+	if n := names(got); !slices.Equal(n, []string{"a", "c", "d", "b"}) || got[0].Version != 2 {
+		t.Errorf("popped %q (a at version %d), want [a c d b] with a at 2", n, got[0].Version)
+	}
+	_ = q.Replace([]*obj{{Name: "z"}, {Name: "y"}, {Name: "z", Version: 9}})
+	if n := q.ListKeys(); !slices.Equal(n, []string{"z", "y"}) {
+		t.Errorf("after Replace, keys = %q, want [z y]", n)
+	}
+	if o, _ := q.Get("z"); o.Version != 9 {
+		t.Errorf("Replace kept version %d of z, want the last, 9", o.Version)
+	}
+	q.Close()
+	if err := q.Add(&obj{Name: "late"}); !errors.Is(err, cache.ErrClosed) {
+		t.Errorf("Add after Close = %v", err)
+	}
+	if n := names(popAll(t, q.Pop, 2)); !slices.Equal(n, []string{"z", "y"}) {
+		t.Errorf("drain after Close popped %q", n)
+	}
+	if _, err := q.Pop(t.Context()); !errors.Is(err, cache.ErrClosed) {
+		t.Errorf("Pop of a closed, empty FIFO = %v", err)
+	}
+}
+
+func TestFIFOPopWaits(t *testing.T) {
+	q := cache.NewFIFO(cache.FIFOOptions[*obj]{})
+	got := make(chan *obj)
+	go func() {
+		o, _ := q.Pop(t.Context())
+		got <- o
+	}()
+	_ = q.Add(&obj{Name: "a"})
+	if o := <-got; o.Name != "a" {
+		t.Fatalf("popped %v", o)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { _, err := q.Pop(ctx); done <- err }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Pop after cancel = %v", err)
+	}
+}
+
+func TestHeap(t *testing.T) {
+	byVersion := func(a, b *obj) bool { return a.Version < b.Version }
+	h := cache.NewHeap(cache.HeapOptions[*obj]{Less: byVersion})
+	for i, n := range []string{"e", "b", "d", "a", "c"} {
+		_ = h.Add(&obj{Name: n, Version: 10 * (5 - i)})
+	}
+	// versions: e=50 b=40 d=30 a=20 c=10
+	_ = h.Update(&obj{Name: "e", Version: 5}) // moves to the front
+	_ = h.Delete(&obj{Name: "d"})
+	if p, _ := h.Peek(); p.Name != "e" {
+		t.Errorf("Peek = %v, want e", p)
+	}
+	if n := names(popAll(t, h.Pop, 4)); !slices.Equal(n, []string{"e", "c", "a", "b"}) {
+		t.Errorf("popped %q, want [e c a b]", n)
+	}
+	if _, ok := h.Peek(); ok {
+		t.Error("Peek of an empty heap found something")
+	}
+
+	// Default order: by key.
+	k := cache.NewHeap(cache.HeapOptions[*obj]{})
+	_ = k.Replace([]*obj{{Namespace: "b", Name: "x"}, {Namespace: "a", Name: "y"}, {Name: "z"}, {Namespace: "a", Name: "x"}})
+	k.Close()
+	var got []string
+	for {
+		o, err := k.Pop(t.Context())
+		if errors.Is(err, cache.ErrClosed) {
+			break
+		}
+		key, _ := cache.MetaNamespaceKey(o)
+		got = append(got, key)
+	}
+	if !slices.Equal(got, []string{"a/x", "a/y", "b/x", "z"}) {
+		t.Errorf("default order popped %q", got)
+	}
+}
+
+func TestHeapPopWaits(t *testing.T) {
+	h := cache.NewHeap(cache.HeapOptions[*obj]{})
+	got := make(chan *obj)
+	go func() {
+		o, _ := h.Pop(t.Context())
+		got <- o
+	}()
+	_ = h.Replace([]*obj{{Name: "b"}, {Name: "a"}})
+	if o := <-got; o.Name != "a" && o.Name != "b" {
+		t.Fatalf("popped %v", o)
+	}
+	done := make(chan error)
+	go func() {
+		_, _ = h.Pop(t.Context()) // the other one
+		_, err := h.Pop(t.Context())
+		done <- err
+	}()
+	h.Close()
+	if err := <-done; !errors.Is(err, cache.ErrClosed) {
+		t.Fatalf("Pop after Close = %v", err)
+	}
+}
+
+func TestExpirationCache(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	c := cache.NewExpirationCache(cache.ExpirationCacheOptions[*obj]{TTL: time.Minute, Clock: clk})
+	_ = c.Add(&obj{Name: "a"})
+	clk.Step(30 * time.Second)
+	_ = c.Add(&obj{Name: "b"})
+	clk.Step(30*time.Second - 1)
+	if got := c.ListKeys(); len(got) != 2 {
+		t.Fatalf("just before a expires, keys = %q", got)
+	}
+	clk.Step(1) // a is TTL old: expired
+	if _, ok := c.Get("a"); ok {
+		t.Error("a did not expire at TTL")
+	}
+	if _, ok := c.Get("b"); !ok {
+		t.Error("b expired early")
+	}
+	_ = c.Update(&obj{Name: "b", Version: 2}) // refreshes b
+	clk.Step(59 * time.Second)
+	if o, ok := c.Get("b"); !ok || o.Version != 2 {
+		t.Errorf("refreshed b = %v, %v", o, ok)
+	}
+	clk.Step(time.Second)
+	if n := c.Len(); n != 0 {
+		t.Errorf("Len after everything expired = %d", n)
+	}
+	if l := c.List(); len(l) != 0 {
+		t.Errorf("List after everything expired = %v", l)
+	}
+	_ = c.Replace([]*obj{{Name: "x"}, {Name: "y"}})
+	clk.Step(time.Minute)
+	if n := c.Len(); n != 0 {
+		t.Errorf("replaced objects did not expire: Len = %d", n)
+	}
+
+	d := cache.NewExpirationCache(cache.ExpirationCacheOptions[*obj]{Clock: clk})
+	_ = d.Add(&obj{Name: "a"})
+	clk.Step(cache.DefaultTTL - 1)
+	if d.Len() != 1 {
+		t.Error("default TTL is shorter than DefaultTTL")
+	}
+	clk.Step(1)
+	if d.Len() != 0 {
+		t.Error("default TTL is longer than DefaultTTL")
+	}
+}
+
+func TestUndeltaStore(t *testing.T) {
+	var pushes [][]string
+	u := cache.NewUndeltaStore(cache.UndeltaStoreOptions[*obj]{Push: func(all []*obj) {
+		n := names(all)
+		slices.Sort(n)
+		pushes = append(pushes, n)
+	}})
+	_ = u.Add(&obj{Name: "a"})
+	_ = u.Add(&obj{Name: "b"})
+	_ = u.Update(&obj{Name: "a", Version: 2})
+	_ = u.Delete(&obj{Name: "b"})
+	_ = u.Replace([]*obj{{Name: "c"}, {Name: "d"}})
+	if err := u.Add(&obj{}); !errors.Is(err, cache.ErrEmptyKey) {
+		t.Errorf("Add with no name = %v", err)
+	}
+	want := [][]string{{"a"}, {"a", "b"}, {"a", "b"}, {"a"}, {"c", "d"}}
+	if !slices.EqualFunc(pushes, want, slices.Equal[[]string]) {
+		t.Errorf("pushes = %q, want %q (a failed write pushes nothing)", pushes, want)
+	}
+}
