@@ -1,0 +1,353 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loom-k8s/loom/rest"
+)
+
+// Client reads and writes one resource on the API server. Every call is a
+// request to the server; for reads from an informer cache, use a lister.
+//
+// A Client is immutable and safe for concurrent use. Namespace returns a
+// copy scoped to a namespace.
+type Client[T Object] struct {
+	rc       *rest.Client
+	res      Resource
+	ns       string
+	err      error // a misuse recorded by Namespace, returned by every call
+	newObj   func() T
+	shallow  func(T) T // a shallow copy
+	watch    func(ctx context.Context, r *rest.Request) (*rest.Watcher[T], error)
+	metadata bool // T is *metav1.PartialObjectMetadata
+}
+
+// For returns a client for objects of type E, such as corev1.Pod
+// (client.For[corev1.Pod]), unstructured.Unstructured (with
+// Options.Resource) or metav1.PartialObjectMetadata (with Options.Resource).
+// It fails with an *UnknownTypeError when it cannot tell where the objects
+// live. ctx bounds the Mapper lookup for custom types; built-in types need
+// no request.
+func For[E any, T interface {
+	*E
+	Object
+}](ctx context.Context, rc *rest.Client, opts Options) (*Client[T], error) {
+	res, err := resolve[E](ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	_, metadata := any(T(new(E))).(*metav1.PartialObjectMetadata)
+	return &Client[T]{
+		rc:       rc,
+		res:      res,
+		newObj:   func() T { return T(new(E)) },
+		shallow:  func(o T) T { cp := *o; return T(&cp) },
+		watch:    rest.Watch[E, T],
+		metadata: metadata,
+	}, nil
+}
+
+// Resource returns where the client's objects live.
+func (c *Client[T]) Resource() Resource { return c.res }
+
+// Namespace returns a copy of the client scoped to namespace ns. For a
+// namespaced resource, "" means all namespaces (for List, Watch and
+// DeleteCollection). For a cluster-scoped resource any other value is an
+// error, returned by every call of the copy.
+func (c *Client[T]) Namespace(ns string) *Client[T] {
+	cp := *c
+	cp.ns = ns
+	if !c.res.Namespaced && ns != "" {
+		cp.err = fmt.Errorf("client: %s is cluster-scoped; Namespace(%q) does not apply", c.res.Resource.GroupResource(), ns)
+	}
+	return &cp
+}
+
+// req starts a request for the resource, in namespace ns. A metadata-only
+// client asks for PartialObjectMetadata (as = "PartialObjectMetadata", or
+// "PartialObjectMetadataList" for lists).
+func (c *Client[T]) req(r *rest.Request, ns, as string) *rest.Request {
+	r = r.Group(c.res.Resource.Group).Version(c.res.Resource.Version).Resource(c.res.Resource.Resource)
+	if c.res.Namespaced && ns != "" {
+		r = r.Namespace(ns)
+	}
+	if c.metadata {
+		r = r.Header("Accept", metadataAccept(c.rc, as))
+	}
+	return r
+}
+
+const (
+	asObject = "PartialObjectMetadata"
+	asList   = "PartialObjectMetadataList"
+)
+
+// metadataAccept asks the server for metadata only.
+func metadataAccept(rc *rest.Client, as string) string {
+	j := "application/json;as=" + as + ";g=meta.k8s.io;v=v1"
+	if rc.ContentType() == rest.Protobuf {
+		return "application/vnd.kubernetes.protobuf;as=" + as + ";g=meta.k8s.io;v=v1," + j
+	}
+	return j
+}
+
+// named checks that a call on one object has the namespace it needs.
+func (c *Client[T]) named(verb, name string) (string, error) {
+	if c.err != nil {
+		return "", c.err
+	}
+	if name == "" {
+		return "", fmt.Errorf("client: %s %s: empty name", verb, c.res.Resource.GroupResource())
+	}
+	if c.res.Namespaced && c.ns == "" {
+		return "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (use Namespace)", verb, c.res.Resource.GroupResource(), name)
+	}
+	return c.ns, nil
+}
+
+// objectNamespace picks the namespace for writing obj: the client's, or
+// the object's when the client has none. They must agree.
+func (c *Client[T]) objectNamespace(verb string, obj T) (string, error) {
+	if c.err != nil {
+		return "", c.err
+	}
+	if !c.res.Namespaced {
+		return "", nil
+	}
+	ns := obj.GetNamespace()
+	switch {
+	case c.ns == "" && ns == "":
+		return "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (set it on the object or use Namespace)", verb, c.res.Resource.GroupResource(), obj.GetName())
+	case c.ns != "" && ns != "" && ns != c.ns:
+		return "", fmt.Errorf("client: %s %s %q: object is in namespace %q but the client in %q", verb, c.res.Resource.GroupResource(), obj.GetName(), ns, c.ns)
+	case ns == "":
+		return c.ns, nil
+	}
+	return ns, nil
+}
+
+// body returns obj with its apiVersion and kind set, so that it can be
+// sent as protobuf or applied, without changing the caller's object (which
+// may be shared, for example from a cache): an object that lacks them is
+// copied first, shallowly for typed objects, deeply for unstructured ones,
+// whose kind lives in the same map as their content.
+func (c *Client[T]) body(obj T) T {
+	if obj.GetObjectKind().GroupVersionKind() == c.res.Kind {
+		return obj
+	}
+	var cp T
+	if u, ok := any(obj).(*unstructured.Unstructured); ok {
+		cp = any(u.DeepCopy()).(T)
+	} else {
+		cp = c.shallow(obj)
+	}
+	cp.GetObjectKind().SetGroupVersionKind(c.res.Kind)
+	return cp
+}
+
+// Get returns the named object.
+func (c *Client[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
+	var zero T
+	ns, err := c.named("get", name)
+	if err != nil {
+		return zero, err
+	}
+	obj := c.newObj()
+	if err := c.req(c.rc.Get(), ns, asObject).Name(name).Options(&opts).Do(ctx, obj); err != nil {
+		return zero, err
+	}
+	return obj, nil
+}
+
+// GetOptional is Get for objects that may be absent: it returns ok=false
+// and no error when the server answers 404.
+func (c *Client[T]) GetOptional(ctx context.Context, name string, opts metav1.GetOptions) (obj T, ok bool, err error) {
+	obj, err = c.Get(ctx, name, opts)
+	if apierrors.IsNotFound(err) {
+		var zero T
+		return zero, false, nil
+	}
+	return obj, err == nil, err
+}
+
+// List returns one page of objects: all of them when opts.Limit is 0, else
+// at most Limit with a continue token in the list's metadata (see
+// [Client.ListAll] to walk the pages).
+func (c *Client[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T], error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	l := &List[T]{newItem: c.newObj}
+	if err := c.req(c.rc.Get(), c.ns, asList).Options(&opts).Do(ctx, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Watch starts a watch; see rest.Watcher for reading its events. Set
+// opts.ResourceVersion to the resourceVersion of a List to see every change
+// after it, and opts.AllowWatchBookmarks for bookmarks.
+func (c *Client[T]) Watch(ctx context.Context, opts metav1.ListOptions) (*rest.Watcher[T], error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	opts.Watch = false // rest.Watch sets watch=true itself
+	return c.watch(ctx, c.req(c.rc.Get(), c.ns, asObject).Options(&opts))
+}
+
+// Create creates obj in the client's namespace (or the object's, when the
+// client has none) and returns the object as stored.
+func (c *Client[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	var zero T
+	ns, err := c.objectNamespace("create", obj)
+	if err != nil {
+		return zero, err
+	}
+	out := c.newObj()
+	if err := c.req(c.rc.Post(), ns, asObject).Options(&opts).Body(c.body(obj)).Do(ctx, out); err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// Update replaces obj. Its resourceVersion makes the write conditional: a
+// stale one fails with a 409 Conflict (apierrors.IsConflict); see
+// [RetryOnConflict]. The status subresource, where the resource has one,
+// is not changed; use UpdateStatus.
+func (c *Client[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	return c.update(ctx, obj, opts, "")
+}
+
+// UpdateStatus replaces obj's status through the status subresource; its
+// spec is not changed.
+func (c *Client[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	return c.update(ctx, obj, opts, "status")
+}
+
+func (c *Client[T]) update(ctx context.Context, obj T, opts metav1.UpdateOptions, sub string) (T, error) {
+	var zero T
+	ns, err := c.objectNamespace("update", obj)
+	if err != nil {
+		return zero, err
+	}
+	if obj.GetName() == "" {
+		return zero, fmt.Errorf("client: update %s: object has no name", c.res.Resource.GroupResource())
+	}
+	r := c.req(c.rc.Put(), ns, asObject).Name(obj.GetName())
+	if sub != "" {
+		r = r.SubResource(sub)
+	}
+	out := c.newObj()
+	if err := r.Options(&opts).Body(c.body(obj)).Do(ctx, out); err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// Patch applies a patch to the named object, or to one of its
+// subresources (such as "status"). pt is types.JSONPatchType,
+// MergePatchType, StrategicMergePatchType (built-in types only) or
+// ApplyPatchType (server-side apply; see also [Client.Apply]).
+func (c *Client[T]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	var zero T
+	ns, err := c.named("patch", name)
+	if err != nil {
+		return zero, err
+	}
+	r := c.req(c.rc.Patch(string(pt)), ns, asObject).Name(name)
+	if len(subresources) > 0 {
+		r = r.SubResource(subresources...)
+	}
+	out := c.newObj()
+	if err := r.Options(&opts).Body(data).Do(ctx, out); err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// ApplyOptions configure [Client.Apply].
+type ApplyOptions struct {
+	// FieldManager names the owner of the applied fields. Required.
+	FieldManager string
+	// Force takes ownership of fields another manager owns, instead of
+	// failing with a 409 Conflict that names them.
+	Force bool
+	// DryRun, when "All", validates without storing.
+	DryRun string
+}
+
+// ErrNoFieldManager is returned by Apply without a FieldManager.
+var ErrNoFieldManager = errors.New("client: server-side apply needs a FieldManager")
+
+// Apply sends obj as a server-side apply patch: the server merges the
+// fields obj sets into the stored object (creating it if absent) and
+// records FieldManager as their owner. Conflicts with fields owned by
+// another manager fail with a 409 unless Force is set. Give the object
+// only the fields you mean to own: with a typed Go struct, fields without
+// omitempty are sent even when zero, so for partial intent an
+// *unstructured.Unstructured (or Patch with ApplyPatchType and raw JSON)
+// says exactly what you mean.
+func (c *Client[T]) Apply(ctx context.Context, obj T, opts ApplyOptions) (T, error) {
+	return c.apply(ctx, obj, opts)
+}
+
+// ApplyStatus is Apply to the status subresource.
+func (c *Client[T]) ApplyStatus(ctx context.Context, obj T, opts ApplyOptions) (T, error) {
+	return c.apply(ctx, obj, opts, "status")
+}
+
+func (c *Client[T]) apply(ctx context.Context, obj T, opts ApplyOptions, sub ...string) (T, error) {
+	var zero T
+	if opts.FieldManager == "" {
+		return zero, ErrNoFieldManager
+	}
+	ns, err := c.objectNamespace("apply", obj)
+	if err != nil {
+		return zero, err
+	}
+	data, err := json.Marshal(c.body(obj))
+	if err != nil {
+		return zero, fmt.Errorf("client: apply %s %q: %w", c.res.Resource.GroupResource(), obj.GetName(), err)
+	}
+	po := metav1.PatchOptions{FieldManager: opts.FieldManager}
+	if opts.Force {
+		po.Force = &opts.Force
+	}
+	if opts.DryRun != "" {
+		po.DryRun = []string{opts.DryRun}
+	}
+	cc := *c
+	cc.ns = ns
+	return cc.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, po, sub...)
+}
+
+// Delete deletes the named object. opts.PropagationPolicy chooses what
+// happens to its dependents (Background, Foreground or Orphan; done by the
+// garbage collector in kube-controller-manager), opts.Preconditions makes
+// the delete conditional on a UID or resourceVersion, and
+// opts.GracePeriodSeconds overrides the grace period.
+func (c *Client[T]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	ns, err := c.named("delete", name)
+	if err != nil {
+		return err
+	}
+	return c.req(c.rc.Delete(), ns, asObject).Name(name).Body(&opts).Do(ctx, nil)
+}
+
+// DeleteCollection deletes every object the list options select, in the
+// client's namespace (all namespaces when it has none, for namespaced
+// resources).
+func (c *Client[T]) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.req(c.rc.Delete(), c.ns, asObject).Options(&listOpts).Body(&opts).Do(ctx, nil)
+}

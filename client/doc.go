@@ -1,0 +1,57 @@
+// Package client reads and writes Kubernetes objects with one generic type,
+// Client[T], for every resource: the built-in types of k8s.io/api, custom
+// types registered in a Scheme, unstructured objects of any resource
+// (the dynamic client) and metadata-only objects. There is no generated
+// code.
+//
+// # Getting started
+//
+//	rc, _ := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
+//	pods, err := client.For[corev1.Pod](ctx, rc, client.Options{})
+//	pod, err := pods.Namespace("default").Get(ctx, "web-0", metav1.GetOptions{})
+//
+// The dynamic client is the same type with unstructured objects, told which
+// resource to use (the Mapper from package discovery finds it by name):
+//
+//	m, _ := mapper.ResourceFor(ctx, "widgets.example.com")
+//	widgets, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: m})
+//
+// And the metadata-only client, for caches that need names, labels and
+// owners but not whole objects:
+//
+//	metas, _ := client.For[metav1.PartialObjectMetadata](ctx, rc, client.Options{Resource: m})
+//
+// # Live reads only
+//
+// Every method is a request to the API server. Reads from an informer's
+// cache go through a lister, a different type, so that a stale read is
+// never a surprise.
+//
+// # Verbs
+//
+// Get, GetOptional (absent is not an error), List, ListAll and Pages
+// (following continue tokens, and starting again when a token expires),
+// Watch, Create, Update, UpdateStatus, Patch (JSON patch, merge patch,
+// strategic merge patch, apply), Apply and ApplyStatus (server-side apply
+// with a field manager and force), Delete (propagation policy,
+// preconditions, grace period) and DeleteCollection. Subresources: status
+// (UpdateStatus, ApplyStatus, Patch with "status"), scale ([Scaler]),
+// eviction ([Evict]), binding ([Bind]) and logs ([Logs]).
+//
+// # Conflicts
+//
+// Update is conditional on the object's resourceVersion; a stale one fails
+// with 409 Conflict. [RetryOnConflict] re-runs a read-modify-write, and
+// [Client.Mutate] is that loop in one call.
+//
+// # Where objects live
+//
+// For finds the resource of a built-in type in a table generated from the
+// discovery of the kube-apiserver version Loom tests against (and checked
+// against it by a test). Custom types need Options.Scheme, to name their
+// kind, and Options.Mapper or Options.Resource, to find their resource.
+//
+// # Coming from client-go
+//
+// docs/migrating-from-client-go.md maps clientset calls to these.
+package client

@@ -1,0 +1,108 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// List is one page of a list: the list's metadata (resourceVersion, the
+// continue token, remainingItemCount) and the items, each its own
+// allocation. It decodes from JSON and, for built-in types, protobuf.
+type List[T any] struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []T `json:"items"`
+
+	newItem func() T // protobuf decoding only
+}
+
+type protoItem interface{ Unmarshal([]byte) error }
+
+// HasProtobuf reports whether the items have a protobuf form; the rest
+// layer asks, since List itself always has an Unmarshal method.
+func (l *List[T]) HasProtobuf() bool {
+	if l.newItem == nil {
+		return false
+	}
+	_, ok := any(l.newItem()).(protoItem)
+	return ok
+}
+
+// Unmarshal decodes the protobuf form of a list: field 1 is the ListMeta,
+// field 2 repeats the items. Other fields are skipped.
+func (l *List[T]) Unmarshal(data []byte) error {
+	if l.newItem == nil {
+		return errors.New("client: List has no item constructor; protobuf lists are decoded by Client.List")
+	}
+	l.Items = l.Items[:0]
+	for len(data) > 0 {
+		key, n := uvarint(data)
+		if n <= 0 {
+			return errors.New("client: protobuf list: bad field key")
+		}
+		data = data[n:]
+		field, wire := key>>3, key&7
+		switch wire {
+		case 0: // varint
+			_, n := uvarint(data)
+			if n <= 0 {
+				return errors.New("client: protobuf list: bad varint")
+			}
+			data = data[n:]
+			continue
+		case 1: // 64-bit
+			if len(data) < 8 {
+				return errors.New("client: protobuf list: truncated")
+			}
+			data = data[8:]
+			continue
+		case 5: // 32-bit
+			if len(data) < 4 {
+				return errors.New("client: protobuf list: truncated")
+			}
+			data = data[4:]
+			continue
+		case 2: // length-delimited, below
+		default:
+			return fmt.Errorf("client: protobuf list: unsupported wire type %d", wire)
+		}
+		size, n := uvarint(data)
+		if n <= 0 || size > uint64(len(data)-n) {
+			return errors.New("client: protobuf list: truncated field")
+		}
+		msg := data[n : n+int(size)]
+		data = data[n+int(size):]
+		switch field {
+		case 1:
+			if err := l.ListMeta.Unmarshal(msg); err != nil {
+				return fmt.Errorf("client: protobuf list metadata: %w", err)
+			}
+		case 2:
+			item := l.newItem()
+			pi, ok := any(item).(protoItem)
+			if !ok {
+				return fmt.Errorf("client: %T has no protobuf form", item)
+			}
+			if err := pi.Unmarshal(msg); err != nil {
+				return fmt.Errorf("client: protobuf list item %d: %w", len(l.Items), err)
+			}
+			l.Items = append(l.Items, item)
+		}
+	}
+	return nil
+}
+
+// uvarint decodes a protobuf varint; n <= 0 means malformed.
+func uvarint(b []byte) (uint64, int) {
+	var x uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		c := b[i]
+		x |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return x, i + 1
+		}
+	}
+	return 0, 0
+}

@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/discovery"
+)
+
+// Object is what a Client reads and writes: a pointer to an API object,
+// such as *corev1.Pod, *unstructured.Unstructured (any resource, including
+// custom resources) or *metav1.PartialObjectMetadata (metadata only).
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Resource says where objects live: the resource's group, version and
+// plural name, the objects' kind, and the scope. It is the same value the
+// RESTMapper returns.
+type Resource = discovery.Mapping
+
+// Mapper finds the resource for a kind; *discovery.Mapper implements it.
+type Mapper interface {
+	RESTMapping(ctx context.Context, gk schema.GroupKind, versions ...string) (discovery.Mapping, error)
+}
+
+// Options configure [For]. The zero value is valid for the built-in types
+// of k8s.io/api that kube-apiserver serves by default.
+type Options struct {
+	// Resource, when its Resource.Resource is set, says where objects live
+	// and is used as given. It is required for *unstructured.Unstructured
+	// and *metav1.PartialObjectMetadata, whose Go type names no kind.
+	Resource Resource
+	// Scheme finds the kind of a custom Go type (one registered with its
+	// group's AddToScheme). Nil means only the built-in types are known.
+	Scheme *runtime.Scheme
+	// Mapper finds the resource for kinds that are not built in, such as
+	// custom resources. Nil means only the built-in table is used.
+	Mapper Mapper
+}
+
+// UnknownTypeError is returned by [For] when it cannot tell where objects
+// of a Go type live.
+type UnknownTypeError struct {
+	Type   reflect.Type
+	Reason string
+}
+
+func (e *UnknownTypeError) Error() string {
+	return fmt.Sprintf("client: no resource known for %v: %s", e.Type, e.Reason)
+}
+
+// resolve finds the resource for E.
+func resolve[E any](ctx context.Context, opts Options) (Resource, error) {
+	if opts.Resource.Resource.Resource != "" {
+		return opts.Resource, nil
+	}
+	t := reflect.TypeFor[E]()
+	switch any(new(E)).(type) {
+	case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
+		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "set Options.Resource (for example from discovery.Mapper.ResourceFor)"}
+	}
+	if r, ok := builtins[t]; ok {
+		return r, nil
+	}
+	if opts.Scheme == nil {
+		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "not a built-in type; set Options.Scheme (and Options.Mapper or Options.Resource)"}
+	}
+	obj, ok := any(new(E)).(runtime.Object)
+	if !ok {
+		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "not a runtime.Object"}
+	}
+	gvks, _, err := opts.Scheme.ObjectKinds(obj)
+	if err != nil {
+		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: err.Error()}
+	}
+	gvk := gvks[0]
+	if opts.Mapper == nil {
+		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: fmt.Sprintf("kind %v is not built in; set Options.Mapper or Options.Resource", gvk)}
+	}
+	m, err := opts.Mapper.RESTMapping(ctx, gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return Resource{}, fmt.Errorf("client: resource for %v: %w", gvk, err)
+	}
+	return m, nil
+}
