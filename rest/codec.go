@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"reflect"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // ContentType selects the wire format a [Client] asks for.
@@ -63,8 +67,32 @@ type objectKinder interface {
 // hasProtobuf reports whether values like v can be decoded from protobuf.
 // Types that implement json.Unmarshaler themselves (Unstructured) are JSON
 // only even if they happen to have an Unmarshal method.
+//
+// A type whose protobuf support depends on a type parameter (such as a
+// generic list) says so with a HasProtobuf method, which wins.
 func hasProtobuf(v any) bool {
+	if p, ok := v.(interface{ HasProtobuf() bool }); ok {
+		return p.HasProtobuf()
+	}
 	_, ok := v.(protoUnmarshaler)
+	return ok
+}
+
+var fastTypes sync.Map // reflect.Type → bool
+
+// fastProtobuf reports whether v (a pointer to a struct) can be decoded by
+// the allocation-lean reflective decoder in internal/protodec rather than
+// the generated Unmarshal method. The answer is cached per type.
+func fastProtobuf(v any) bool {
+	if _, custom := v.(interface{ HasProtobuf() bool }); custom {
+		return false // a type with its own protobuf decoding (a generic list) keeps it
+	}
+	t := reflect.TypeOf(v)
+	if ok, found := fastTypes.Load(t); found {
+		return ok.(bool)
+	}
+	ok := t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && protodec.Supported(t.Elem())
+	fastTypes.Store(t, ok)
 	return ok
 }
 
@@ -116,7 +144,13 @@ func decodeProtoObject(env unknown, v any) error {
 	if r, ok := v.(resetter); ok {
 		r.Reset()
 	}
-	if err := pm.Unmarshal(env.raw); err != nil {
+	var err error
+	if fastProtobuf(v) {
+		err = protodec.Unmarshal(env.raw, v)
+	} else {
+		err = pm.Unmarshal(env.raw)
+	}
+	if err != nil {
 		return fmt.Errorf("decoding protobuf %s: %w", env.kind, err)
 	}
 	if ok, kinder := objectKind(v); ok && env.kind != "" {

@@ -1,0 +1,640 @@
+package protodec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Errors returned for malformed input.
+var (
+	ErrTruncated = errors.New("protodec: truncated message")
+	ErrVarint    = errors.New("protodec: malformed varint")
+)
+
+type unmarshaler interface{ Unmarshal([]byte) error }
+
+var (
+	unmarshalerType = reflect.TypeFor[unmarshaler]()
+	quantityType    = reflect.TypeFor[resource.Quantity]()
+)
+
+type kind uint8
+
+const (
+	kString kind = iota + 1
+	kBytes
+	kBool
+	kInt // any signed integer kind, from a varint
+	kUint
+	kFloat64 // fixed64
+	kFloat32 // fixed32
+	kMessage // a struct planned by reflection
+	kCustom  // a type decoded by its own Unmarshal method
+)
+
+type field struct {
+	kind   kind
+	off    uintptr
+	typ    reflect.Type // the Go type of the field
+	elem   reflect.Type // element type for pointers, slices and maps' values
+	size   uintptr      // size of the integer or float (bytes)
+	ptr    bool         // pointer to a scalar or message
+	rep    bool         // slice (not []byte)
+	isMap  bool
+	strMap bool // map whose key and value are string kinds
+	qtyMap bool // map from a string kind to resource.Quantity
+	sub    *plan
+	key    kind // map key kind
+	val    kind // map value kind
+	valSub *plan
+	repIdx int // index into the repeated counters, -1 if none
+}
+
+type plan struct {
+	typ    reflect.Type
+	byNum  []*field // indexed by field number
+	nrep   int      // number of repeated or map fields
+	failed error
+}
+
+var plans sync.Map // reflect.Type → *plan
+
+// Supported reports whether values of type *T (t is T, a struct type) can
+// be decoded by this package.
+func Supported(t reflect.Type) bool {
+	p := planFor(t)
+	return p.failed == nil
+}
+
+func planFor(t reflect.Type) *plan {
+	if p, ok := plans.Load(t); ok {
+		return p.(*plan)
+	}
+	building := map[reflect.Type]*plan{}
+	p := build(t, building)
+	for bt, bp := range building {
+		plans.LoadOrStore(bt, bp)
+	}
+	return p
+}
+
+// build plans t. Recursive types are handled through the building map.
+func build(t reflect.Type, building map[reflect.Type]*plan) *plan {
+	if p, ok := building[t]; ok {
+		return p
+	}
+	if p, ok := plans.Load(t); ok {
+		return p.(*plan)
+	}
+	p := &plan{typ: t}
+	building[t] = p
+	if t.Kind() != reflect.Struct {
+		p.failed = fmt.Errorf("protodec: %v is not a struct", t)
+		return p
+	}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("protobuf")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		parts := strings.Split(tag, ",")
+		if len(parts) < 3 {
+			p.failed = fmt.Errorf("protodec: %v.%s: bad tag %q", t, sf.Name, tag)
+			return p
+		}
+		num, err := strconv.Atoi(parts[1])
+		if err != nil || num <= 0 || num > 1<<12 {
+			p.failed = fmt.Errorf("protodec: %v.%s: bad field number in %q", t, sf.Name, tag)
+			return p
+		}
+		f := &field{off: sf.Offset, typ: sf.Type, repIdx: -1}
+		if err := f.setup(sf.Type, parts[0], parts[2] == "rep", building); err != nil {
+			p.failed = fmt.Errorf("protodec: %v.%s: %w", t, sf.Name, err)
+			return p
+		}
+		if f.rep || f.isMap {
+			f.repIdx = p.nrep
+			p.nrep++
+		}
+		for len(p.byNum) <= num {
+			p.byNum = append(p.byNum, nil)
+		}
+		p.byNum[num] = f
+	}
+	// A sub-plan failure makes this plan fail too.
+	for _, f := range p.byNum {
+		if f == nil {
+			continue
+		}
+		for _, s := range []*plan{f.sub, f.valSub} {
+			if s != nil && s != p && s.failed != nil {
+				p.failed = s.failed
+				return p
+			}
+		}
+	}
+	return p
+}
+
+func isCustom(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct || !reflect.PointerTo(t).Implements(unmarshalerType) {
+		return false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		if tag := t.Field(i).Tag.Get("protobuf"); tag != "" && tag != "-" {
+			return false
+		}
+	}
+	return true
+}
+
+func scalarKind(t reflect.Type, wire string) (kind, uintptr, error) {
+	switch t.Kind() {
+	case reflect.String:
+		return kString, 0, nil
+	case reflect.Bool:
+		return kBool, 1, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return kInt, t.Size(), nil
+	case reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return kUint, t.Size(), nil
+	case reflect.Float64:
+		return kFloat64, 8, nil
+	case reflect.Float32:
+		return kFloat32, 4, nil
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return kBytes, 0, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("unsupported type %v", t)
+}
+
+func (f *field) setup(t reflect.Type, wire string, rep bool, building map[reflect.Type]*plan) error {
+	switch {
+	case t.Kind() == reflect.Map:
+		f.isMap = true
+		f.elem = t.Elem()
+		kk, _, err := scalarKind(t.Key(), "bytes")
+		if err != nil || kk != kString {
+			return fmt.Errorf("map key %v unsupported", t.Key())
+		}
+		f.key = kString
+		vt := t.Elem()
+		switch {
+		case isCustom(vt):
+			f.val = kCustom
+		case vt.Kind() == reflect.Struct:
+			f.val = kMessage
+			f.valSub = build(vt, building)
+		default:
+			vk, _, err := scalarKind(vt, "bytes")
+			if err != nil || (vk != kString && vk != kBytes) {
+				return fmt.Errorf("map value %v unsupported", vt)
+			}
+			f.val = vk
+		}
+		f.strMap = f.val == kString
+		f.qtyMap = vt == quantityType
+		return nil
+	case t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
+		// The hand-written tags in k8s.io/api are not always accurate
+		// (repeated fields marked opt, int64 marked bytes); the Go type
+		// decides, and the wire type is checked when decoding.
+		f.rep = true
+		et := t.Elem()
+		f.elem = et
+		return f.setElem(et, wire, building)
+	case t.Kind() == reflect.Pointer:
+		f.ptr = true
+		f.elem = t.Elem()
+		return f.setElem(t.Elem(), wire, building)
+	default:
+		f.elem = t
+		return f.setElem(t, wire, building)
+	}
+}
+
+func (f *field) setElem(t reflect.Type, wire string, building map[reflect.Type]*plan) error {
+	switch {
+	case isCustom(t):
+		f.kind = kCustom
+	case t.Kind() == reflect.Struct:
+		f.kind = kMessage
+		f.sub = build(t, building)
+	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Map || (t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8):
+		return fmt.Errorf("nested %v unsupported", t)
+	default:
+		k, size, err := scalarKind(t, wire)
+		if err != nil {
+			return err
+		}
+		f.kind, f.size = k, size
+	}
+	return nil
+}
+
+// Unmarshal decodes the protobuf message data into v, which must be a
+// pointer to a struct type for which [Supported] is true. The struct should
+// be zero; fields present in data are set (repeated fields are appended).
+// Strings in the result share one copy of data (each element of a
+// top-level repeated message, such as a list's Items, has its own copy);
+// data itself is not retained.
+func Unmarshal(data []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
+	}
+	p := planFor(rv.Type().Elem())
+	if p.failed != nil {
+		return p.failed
+	}
+	d := decoder{data: data, root: p}
+	if len(data) > 0 {
+		d.s = string(data)
+	}
+	return d.message(p, data, rv.UnsafePointer())
+}
+
+type decoder struct {
+	data []byte
+	s    string // one copy of data; strings are substrings of it
+	root *plan
+
+	// Scratch space for map entries with non-string values: the map
+	// copies key and value on insert.
+	key         string
+	scratchType reflect.Type
+	scratch     reflect.Value
+}
+
+// str returns b, a sub-slice of d.data, as a substring of d.s.
+func (d *decoder) str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(d.data)))
+	return d.s[off : off+uintptr(len(b))]
+}
+
+func varint(b []byte) (uint64, int, error) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1, nil
+	}
+	var v uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		c := b[i]
+		v |= uint64(c&0x7f) << (7 * uint(i))
+		if c < 0x80 {
+			return v, i + 1, nil
+		}
+	}
+	if len(b) < 10 {
+		return 0, 0, ErrTruncated
+	}
+	return 0, 0, ErrVarint
+}
+
+// next reads one field header and its payload. For wire type 2 data is
+// the payload; for varints val holds the value.
+func next(b []byte) (num uint64, wt uint64, val uint64, data []byte, rest []byte, err error) {
+	key, n, err := varint(b)
+	if err != nil {
+		return 0, 0, 0, nil, nil, err
+	}
+	b = b[n:]
+	num, wt = key>>3, key&7
+	if num == 0 {
+		return 0, 0, 0, nil, nil, errors.New("protodec: field number 0")
+	}
+	switch wt {
+	case 0:
+		val, n, err = varint(b)
+		if err != nil {
+			return 0, 0, 0, nil, nil, err
+		}
+		return num, wt, val, nil, b[n:], nil
+	case 1:
+		if len(b) < 8 {
+			return 0, 0, 0, nil, nil, ErrTruncated
+		}
+		return num, wt, leUint64(b), nil, b[8:], nil
+	case 5:
+		if len(b) < 4 {
+			return 0, 0, 0, nil, nil, ErrTruncated
+		}
+		return num, wt, uint64(leUint32(b)), nil, b[4:], nil
+	case 2:
+		l, n, err := varint(b)
+		if err != nil {
+			return 0, 0, 0, nil, nil, err
+		}
+		b = b[n:]
+		if l > uint64(len(b)) {
+			return 0, 0, 0, nil, nil, ErrTruncated
+		}
+		return num, wt, 0, b[:l], b[l:], nil
+	default:
+		return 0, 0, 0, nil, nil, fmt.Errorf("protodec: unsupported wire type %d", wt)
+	}
+}
+
+func leUint64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+func leUint32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+type sliceHeader struct {
+	data unsafe.Pointer
+	len  int
+	cap  int
+}
+
+const maxCounters = 32
+
+func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
+	// First pass: count the elements of repeated fields and maps so that
+	// each is allocated once.
+	var counts [maxCounters]int32
+	var filled [maxCounters]int32
+	if p.nrep > 0 {
+		for rest := b; len(rest) > 0; {
+			num, _, _, _, r, err := next(rest)
+			if err != nil {
+				return err
+			}
+			rest = r
+			if num < uint64(len(p.byNum)) {
+				if f := p.byNum[num]; f != nil && f.repIdx >= 0 && f.repIdx < maxCounters {
+					counts[f.repIdx]++
+				}
+			}
+		}
+	}
+	for len(b) > 0 {
+		num, wt, val, data, rest, err := next(b)
+		if err != nil {
+			return err
+		}
+		b = rest
+		if num >= uint64(len(p.byNum)) || p.byNum[num] == nil {
+			continue // unknown field
+		}
+		f := p.byNum[num]
+		fp := unsafe.Add(base, f.off)
+		switch {
+		case f.isMap:
+			if wt != 2 {
+				return wireErr(p, num, wt)
+			}
+			if err := d.mapEntry(f, fp, data, counts[:], f.repIdx); err != nil {
+				return err
+			}
+		case f.rep:
+			if err := d.repeated(p, num, f, fp, wt, val, data, &counts, &filled); err != nil {
+				return err
+			}
+		default:
+			ep := fp
+			if f.ptr {
+				pp := (*unsafe.Pointer)(fp)
+				if *pp == nil {
+					*pp = reflect.New(f.elem).UnsafePointer()
+				}
+				ep = *pp
+			}
+			if err := d.value(p, num, f, ep, wt, val, data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func wireErr(p *plan, num, wt uint64) error {
+	return fmt.Errorf("protodec: %v field %d: unexpected wire type %d", p.typ, num, wt)
+}
+
+// value decodes one non-repeated value into ep.
+func (d *decoder) value(p *plan, num uint64, f *field, ep unsafe.Pointer, wt, val uint64, data []byte) error {
+	switch f.kind {
+	case kString:
+		if wt != 2 {
+			return wireErr(p, num, wt)
+		}
+		*(*string)(ep) = d.str(data)
+	case kBytes:
+		if wt != 2 {
+			return wireErr(p, num, wt)
+		}
+		*(*[]byte)(ep) = append([]byte{}, data...)
+	case kBool:
+		if wt != 0 {
+			return wireErr(p, num, wt)
+		}
+		*(*bool)(ep) = val != 0
+	case kInt, kUint:
+		if wt != 0 {
+			return wireErr(p, num, wt)
+		}
+		switch f.size {
+		case 1:
+			*(*uint8)(ep) = uint8(val)
+		case 2:
+			*(*uint16)(ep) = uint16(val)
+		case 4:
+			*(*uint32)(ep) = uint32(val)
+		default:
+			*(*uint64)(ep) = val
+		}
+	case kFloat64:
+		if wt != 1 {
+			return wireErr(p, num, wt)
+		}
+		*(*float64)(ep) = math.Float64frombits(val)
+	case kFloat32:
+		if wt != 5 {
+			return wireErr(p, num, wt)
+		}
+		*(*float32)(ep) = math.Float32frombits(uint32(val))
+	case kMessage:
+		if wt != 2 {
+			return wireErr(p, num, wt)
+		}
+		return d.message(f.sub, data, ep)
+	case kCustom:
+		if wt != 2 {
+			return wireErr(p, num, wt)
+		}
+		return reflect.NewAt(f.elem, ep).Interface().(unmarshaler).Unmarshal(data)
+	}
+	return nil
+}
+
+// repeated appends one element (or a packed run) to a slice field.
+func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt, val uint64, data []byte, counts, filled *[maxCounters]int32) error {
+	h := (*sliceHeader)(fp)
+	esize := f.elem.Size()
+	if f.kind != kString && f.kind != kBytes && f.kind != kMessage && f.kind != kCustom && wt == 2 {
+		// A packed run of scalars: decode each into the slice.
+		for len(data) > 0 {
+			var v uint64
+			switch f.kind {
+			case kFloat64:
+				if len(data) < 8 {
+					return ErrTruncated
+				}
+				v, data = leUint64(data), data[8:]
+			case kFloat32:
+				if len(data) < 4 {
+					return ErrTruncated
+				}
+				v, data = uint64(leUint32(data)), data[4:]
+			default:
+				x, n, err := varint(data)
+				if err != nil {
+					return err
+				}
+				v, data = x, data[n:]
+			}
+			ep := d.grow(f, h, esize, 1, -1, counts, filled)
+			wt2 := uint64(0)
+			switch f.kind {
+			case kFloat64:
+				wt2 = 1
+			case kFloat32:
+				wt2 = 5
+			}
+			if err := d.value(p, num, f, ep, wt2, v, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ep := d.grow(f, h, esize, 1, f.repIdx, counts, filled)
+	if p == d.root && f.kind == kMessage && wt == 2 && len(data) > 0 {
+		// Each element of a top-level repeated message (the Items of a
+		// list) gets its own string copy, so that keeping one item does
+		// not keep the whole list's bytes alive.
+		sub := decoder{data: data, s: string(data), root: d.root}
+		return sub.message(f.sub, data, ep)
+	}
+	return d.value(p, num, f, ep, wt, val, data)
+}
+
+// grow returns a pointer to the next element of the slice, allocating the
+// slice once with room for all counted elements.
+func (d *decoder) grow(f *field, h *sliceHeader, esize uintptr, n int, idx int, counts, filled *[maxCounters]int32) unsafe.Pointer {
+	if h.len == h.cap {
+		extra := n
+		if idx >= 0 && idx < maxCounters {
+			if rem := int(counts[idx] - filled[idx]); rem > extra {
+				extra = rem
+			}
+		}
+		if extra < 4 && idx < 0 {
+			extra = max(4, h.cap)
+		}
+		nd := newArray(f.elem, h.len+extra)
+		if h.len > 0 {
+			copy(unsafe.Slice((*byte)(nd), uintptr(h.len)*esize), unsafe.Slice((*byte)(h.data), uintptr(h.len)*esize))
+		}
+		h.data, h.cap = nd, h.len+extra
+	}
+	if idx >= 0 && idx < maxCounters {
+		filled[idx]++
+	}
+	ep := unsafe.Add(h.data, uintptr(h.len)*esize)
+	h.len++
+	return ep
+}
+
+// mapEntry decodes one map entry {1: key, 2: value} into the map at fp.
+func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte, counts []int32, idx int) error {
+	mp := (*unsafe.Pointer)(fp)
+	if *mp == nil {
+		n := 0
+		if idx >= 0 && idx < maxCounters {
+			n = int(counts[idx])
+		}
+		*mp = reflect.MakeMapWithSize(f.typ, n).UnsafePointer()
+	}
+	var key string
+	var valData []byte
+	haveVal := false
+	for len(data) > 0 {
+		num, wt, _, payload, rest, err := next(data)
+		if err != nil {
+			return err
+		}
+		data = rest
+		switch num {
+		case 1:
+			if wt != 2 {
+				return fmt.Errorf("protodec: map key: unexpected wire type %d", wt)
+			}
+			key = d.str(payload)
+		case 2:
+			if wt != 2 {
+				return fmt.Errorf("protodec: map value: unexpected wire type %d", wt)
+			}
+			valData, haveVal = payload, true
+		}
+	}
+	if f.strMap {
+		// Maps whose key and value have string kinds share the layout and
+		// hash function of map[string]string.
+		(*(*map[string]string)(fp))[key] = d.str(valData)
+		return nil
+	}
+	if f.qtyMap {
+		// ResourceList and friends: the same layout as
+		// map[string]resource.Quantity.
+		var q resource.Quantity
+		if err := q.Unmarshal(valData); err != nil {
+			return err
+		}
+		(*(*map[string]resource.Quantity)(fp))[key] = q
+		return nil
+	}
+	m := reflect.NewAt(f.typ, fp).Elem()
+	d.key = key
+	kv := reflect.NewAt(f.typ.Key(), unsafe.Pointer(&d.key)).Elem()
+	if d.scratchType != f.elem {
+		d.scratchType, d.scratch = f.elem, reflect.New(f.elem)
+	} else {
+		d.scratch.Elem().SetZero()
+	}
+	vv := d.scratch
+	switch f.val {
+	case kBytes:
+		if haveVal {
+			vv.Elem().SetBytes(append([]byte{}, valData...))
+		} else {
+			vv.Elem().SetBytes([]byte{})
+		}
+	case kCustom:
+		if err := vv.Interface().(unmarshaler).Unmarshal(valData); err != nil {
+			return err
+		}
+	case kMessage:
+		if err := d.message(f.valSub, valData, vv.UnsafePointer()); err != nil {
+			return err
+		}
+	}
+	m.SetMapIndex(kv, vv.Elem())
+	return nil
+}
