@@ -18,6 +18,9 @@ import (
 var (
 	labelKeys   = []string{"app", "tier", "ver", "zone"}
 	labelValues = []string{"", "a", "b", "c", "1", "2", "10"}
+	// zone has more values than Select probes per candidate, so that
+	// "exists" and "!" on it fall back to reading labels.
+	zoneValues = []string{"z0", "z1", "z2", "z3", "z4", "z5", "z6", "z7", "z8", "z9", "z10", "z11"}
 	namespaces  = []string{"", "ns1", "ns2", "ns3"}
 	operators   = []selection.Operator{
 		selection.Equals, selection.DoubleEquals, selection.In, selection.NotIn, selection.NotEquals,
@@ -31,29 +34,37 @@ func randObj(r *rand.Rand, version int) *obj {
 		o.Labels = map[string]string{}
 		for _, k := range labelKeys {
 			if r.IntN(10) < 7 {
-				o.Labels[k] = labelValues[r.IntN(len(labelValues))]
+				o.Labels[k] = randValue(r, k)
 			}
 		}
 	}
 	return o
 }
 
+func randValue(r *rand.Rand, key string) string {
+	if key == "zone" && r.IntN(4) != 0 {
+		return zoneValues[r.IntN(len(zoneValues))]
+	}
+	return labelValues[r.IntN(len(labelValues))]
+}
+
 func randSelector(r *rand.Rand) labels.Selector {
 	sel := labels.NewSelector()
 	for range r.IntN(4) {
 		op := operators[r.IntN(len(operators))]
+		key := labelKeys[r.IntN(len(labelKeys))]
 		var vals []string
 		switch op {
 		case selection.Equals, selection.DoubleEquals, selection.NotEquals:
-			vals = []string{labelValues[r.IntN(len(labelValues))]}
+			vals = []string{randValue(r, key)}
 		case selection.In, selection.NotIn:
 			for range 1 + r.IntN(3) {
-				vals = append(vals, labelValues[r.IntN(len(labelValues))])
+				vals = append(vals, randValue(r, key))
 			}
 		case selection.GreaterThan, selection.LessThan:
 			vals = []string{strconv.Itoa(r.IntN(12))}
 		}
-		req, err := labels.NewRequirement(labelKeys[r.IntN(len(labelKeys))], op, vals)
+		req, err := labels.NewRequirement(key, op, vals)
 		if err != nil {
 			panic(err)
 		}

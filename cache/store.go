@@ -514,15 +514,19 @@ func (s *Store[T]) ByIndex(name, value string) ([]T, error) {
 
 // Select returns the objects in namespace ("" for every namespace) whose
 // labels match selector (nil means everything), in no particular order.
+// The selector is evaluated through its Requirements, as every selector
+// of k8s.io/apimachinery/pkg/labels defines its Matches.
 //
-// It picks the smallest candidate set among the namespace (when given)
-// and each requirement the label index can answer: "=", "==" and "in"
-// (the objects with one of the values) and "exists" (the objects with the
-// key). It then checks every candidate against the namespace and the
-// whole selector. Only a selector with none of those requirements
-// ("!=", "notin", "!", "gt", "lt" alone) and no namespace makes it visit
-// every object. The cost is thus proportional to the smallest candidate
-// set, not to the size of the store.
+// It takes as candidates the smallest set among the namespace (when
+// given) and each requirement the label index can answer directly: "=",
+// "==" and "in" (the objects with one of the values) and "exists" (the
+// objects with the key). It checks each candidate against the other
+// requirements by index membership ("!=" and "notin" are the complement
+// of sets, "!" of the key's sets) and reads the object's labels only for
+// "gt", "lt", and "exists" or "!" on keys with many values. Only a
+// selector with no requirement of the first kind and no namespace makes
+// it visit every object. Its cost is thus proportional to the smallest
+// candidate set, not to the size of the store.
 //
 // It fails with [ErrNoLabels] for a selector with requirements on a store
 // without a label function.
@@ -541,81 +545,127 @@ func (s *Store[T]) Select(namespace string, selector labels.Selector) ([]T, erro
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 
-	// The candidates: a union of disjoint sets (an object has one value
-	// per label key), or every object when sets is nil.
-	var sets []*idSet
+	// The candidates: the union of src, whose sets are disjoint (an
+	// object has one value per label key), or every object if src is nil.
+	var src []*idSet
 	size := len(s.st.ids)
-	chosen := -1 // the requirement the candidates satisfy, or -1
+	var nsSet *idSet // checked per candidate unless it is src
 	if namespace != "" {
-		set := s.st.ns[namespace]
-		if set == nil {
+		if nsSet = s.st.ns[namespace]; nsSet == nil {
 			return nil, nil
 		}
-		sets, size = []*idSet{set}, set.len()
+		src, size = []*idSet{nsSet}, nsSet.len()
 	}
+	plans := make([]reqPlan, len(reqs))
+	chosen := -1 // the plan src comes from, or -1
 	for i := range reqs {
-		rs, n, ok := s.candidates(&reqs[i])
-		if !ok {
+		p := &plans[i]
+		s.plan(p, &reqs[i])
+		if !p.source {
 			continue
 		}
-		if n == 0 {
+		if p.size == 0 {
 			return nil, nil
 		}
-		if n < size || sets == nil {
-			sets, size, chosen = rs, n, i
+		if p.size < size || src == nil {
+			src, size, chosen = p.sets, p.size, i
 		}
+	}
+	if chosen < 0 {
+		nsSet = nil // src is the namespace set, or everything without one
 	}
 
 	out := make([]T, 0, size)
-	check := func(sl *slot[T]) {
-		if namespace != "" && namespaceOf(sl.key) != namespace {
+	check := func(id uint32) {
+		if nsSet != nil && !nsSet.contains(id) {
 			return
 		}
-		if len(reqs) > 0 {
-			if len(reqs) == 1 && chosen == 0 {
-				// The candidate sets are exactly the requirement's.
-			} else if !selector.Matches(labels.Set(s.labelsOf(sl.obj))) {
+		var lbls labels.Set
+		for i := range plans {
+			if i == chosen {
+				continue
+			}
+			p := &plans[i]
+			if p.req != nil {
+				if lbls == nil {
+					lbls = labels.Set(s.labelsOf(s.st.slots[id].obj))
+					if lbls == nil {
+						lbls = labels.Set{}
+					}
+				}
+				if !p.req.Matches(lbls) {
+					return
+				}
+				continue
+			}
+			in := false
+			for _, set := range p.sets {
+				if set.contains(id) {
+					in = true
+					break
+				}
+			}
+			if in == p.negate {
 				return
 			}
 		}
-		out = append(out, sl.obj)
+		out = append(out, s.st.slots[id].obj)
 	}
-	if sets == nil {
-		for i := range s.st.slots {
-			if s.st.slots[i].key != "" {
-				check(&s.st.slots[i])
+	if src == nil {
+		for id := range s.st.slots {
+			if s.st.slots[id].key != "" {
+				check(uint32(id))
 			}
 		}
 		return out, nil
 	}
-	for _, set := range sets {
+	for _, set := range src {
 		for id := range set.all() {
-			check(&s.st.slots[id])
+			check(id)
 		}
 	}
 	return out, nil
 }
 
-// candidates returns the label-index sets whose union is the set of
-// objects that satisfy r, and the union's size; ok is false when the
-// index cannot answer r. The caller holds mu.
-func (s *Store[T]) candidates(r *labels.Requirement) (sets []*idSet, size int, ok bool) {
+// maxProbeSets is the most index sets a requirement is checked against
+// per candidate; beyond it the candidate's labels are read instead.
+const maxProbeSets = 8
+
+// reqPlan is how Select evaluates one requirement: an object matches if
+// it is in one of sets (in none, if negate), or, when req is set, if
+// req.Matches its labels.
+type reqPlan struct {
+	sets   []*idSet
+	negate bool
+	req    *labels.Requirement
+	source bool // sets can serve as Select's candidates
+	size   int  // the union's size, when source
+}
+
+// plan fills p for r. The caller holds mu.
+func (s *Store[T]) plan(p *reqPlan, r *labels.Requirement) {
 	vals := s.st.labels[r.Key()]
-	switch r.Operator() {
-	case selection.Equals, selection.DoubleEquals, selection.In:
+	switch op := r.Operator(); op {
+	case selection.Equals, selection.DoubleEquals, selection.In, selection.NotEquals, selection.NotIn:
 		for _, v := range uniq(r.ValuesUnsorted()) {
 			if set := vals[v]; set != nil {
-				sets = append(sets, set)
-				size += set.len()
+				p.sets = append(p.sets, set)
+				p.size += set.len()
 			}
 		}
-		return sets, size, true
-	case selection.Exists:
+		p.negate = op == selection.NotEquals || op == selection.NotIn
+		p.source = !p.negate
+	case selection.Exists, selection.DoesNotExist:
 		for _, set := range vals {
-			sets = append(sets, set)
-			size += set.len()
+			p.sets = append(p.sets, set)
+			p.size += set.len()
 		}
-		return sets, size, true
+		p.negate = op == selection.DoesNotExist
+		p.source = !p.negate
+		if len(p.sets) > maxProbeSets {
+			p.req = r
+		}
+	default: // gt, lt
+		p.req = r
 	}
-	return nil, 0, false
 }
