@@ -118,9 +118,9 @@ func (d *delays[T]) stop() {
 		d.timer.Stop()
 	}
 	d.armed = false
-	for len(d.heap) > 0 {
-		d.remove(d.heap[len(d.heap)-1])
-	}
+	clear(d.heap) // drop the references; the entries are not recycled
+	d.heap = d.heap[:0]
+	clear(d.byItem)
 }
 
 func (d *delays[T]) push(item T, when time.Time) *waitEntry[T] {
@@ -156,7 +156,7 @@ func (d *delays[T]) remove(w *waitEntry[T]) {
 	delete(d.byItem, w.item)
 	var zero T
 	w.item = zero
-	if len(d.free) < maxFree {
+	if len(d.free) < shrinkAbove {
 		d.free = append(d.free, w)
 	}
 }

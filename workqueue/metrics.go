@@ -67,22 +67,25 @@ type queueMetrics[T comparable] struct {
 	m      Metrics
 	q      *Queue[T]
 	clock  clock.Clock
+	epoch  time.Time // entry times are nanoseconds since epoch
 	period time.Duration
 	timer  clock.Timer
-	// Processing entries, oldest first.
-	head, tail *entry[T]
+	// Processing entries, oldest first, as slab indices; -1 if none.
+	head, tail int32
 }
 
 func newQueueMetrics[T comparable](q *Queue[T], m Metrics, period time.Duration) *queueMetrics[T] {
 	if period <= 0 {
 		period = DefaultMetricsUpdatePeriod
 	}
-	qm := &queueMetrics[T]{m: m, q: q, clock: q.clock, period: period}
+	qm := &queueMetrics[T]{m: m, q: q, clock: q.clock, epoch: q.clock.Now(), period: period, head: -1, tail: -1}
 	if m.UnfinishedWork != nil || m.LongestRunningProcessor != nil {
 		qm.timer = q.clock.AfterFunc(period, qm.tick)
 	}
 	return qm
 }
+
+func (qm *queueMetrics[T]) now() int64 { return int64(qm.clock.Now().Sub(qm.epoch)) }
 
 func (qm *queueMetrics[T]) depth() {
 	if qm.m.Depth != nil {
@@ -96,48 +99,54 @@ func (qm *queueMetrics[T]) added() {
 	}
 }
 
-// readied records that e became ready.
-func (qm *queueMetrics[T]) readied(e *entry[T]) {
+// readied records that entry i became ready.
+func (qm *queueMetrics[T]) readied(i int32) {
 	qm.depth()
 	if qm.m.QueueLatency != nil {
-		e.readyAt = qm.clock.Now()
+		qm.q.slab[i].readyAt = qm.now()
 	}
 }
 
-// started records that e was handed out by Get.
-func (qm *queueMetrics[T]) started(e *entry[T]) {
+// started records that entry i was handed out by Get.
+func (qm *queueMetrics[T]) started(i int32) {
 	qm.depth()
-	now := qm.clock.Now()
+	now := qm.now()
+	slab := qm.q.slab
+	e := &slab[i]
 	if qm.m.QueueLatency != nil {
-		qm.m.QueueLatency.Observe(now.Sub(e.readyAt).Seconds())
+		qm.m.QueueLatency.Observe(seconds(now - e.readyAt))
 	}
 	e.startedAt = now
-	e.prev, e.next = qm.tail, nil
-	if qm.tail != nil {
-		qm.tail.next = e
+	e.prev, e.next = qm.tail, -1
+	if qm.tail >= 0 {
+		slab[qm.tail].next = i
 	} else {
-		qm.head = e
+		qm.head = i
 	}
-	qm.tail = e
+	qm.tail = i
 }
 
-// finished records that Done was called for e.
-func (qm *queueMetrics[T]) finished(e *entry[T]) {
+// finished records that Done was called for entry i.
+func (qm *queueMetrics[T]) finished(i int32) {
+	slab := qm.q.slab
+	e := &slab[i]
 	if qm.m.WorkDuration != nil {
-		qm.m.WorkDuration.Observe(qm.clock.Now().Sub(e.startedAt).Seconds())
+		qm.m.WorkDuration.Observe(seconds(qm.now() - e.startedAt))
 	}
-	if e.prev != nil {
-		e.prev.next = e.next
+	if e.prev >= 0 {
+		slab[e.prev].next = e.next
 	} else {
 		qm.head = e.next
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
+	if e.next >= 0 {
+		slab[e.next].prev = e.prev
 	} else {
 		qm.tail = e.prev
 	}
-	e.prev, e.next = nil, nil
+	e.prev, e.next = -1, -1
 }
+
+func seconds(ns int64) float64 { return time.Duration(ns).Seconds() }
 
 func (qm *queueMetrics[T]) retried() {
 	if qm.m.Retries != nil {
@@ -148,29 +157,29 @@ func (qm *queueMetrics[T]) retried() {
 // tick recomputes the unfinished-work gauges, then re-arms itself unless
 // the queue is shutting down.
 func (qm *queueMetrics[T]) tick() {
-	now := qm.clock.Now()
 	qm.q.mu.Lock()
 	defer qm.q.mu.Unlock()
 	if qm.q.shutting {
 		return
 	}
-	qm.update(now)
+	qm.update(qm.now())
 	qm.timer.Reset(qm.period)
 }
 
-func (qm *queueMetrics[T]) update(now time.Time) {
-	var total, longest time.Duration
-	for e := qm.head; e != nil; e = e.next {
-		total += now.Sub(e.startedAt)
+func (qm *queueMetrics[T]) update(now int64) {
+	var total, longest int64
+	slab := qm.q.slab
+	for i := qm.head; i >= 0; i = slab[i].next {
+		total += now - slab[i].startedAt
 	}
-	if qm.head != nil {
-		longest = now.Sub(qm.head.startedAt)
+	if qm.head >= 0 {
+		longest = now - slab[qm.head].startedAt
 	}
 	if qm.m.UnfinishedWork != nil {
-		qm.m.UnfinishedWork.Set(total.Seconds())
+		qm.m.UnfinishedWork.Set(seconds(total))
 	}
 	if qm.m.LongestRunningProcessor != nil {
-		qm.m.LongestRunningProcessor.Set(longest.Seconds())
+		qm.m.LongestRunningProcessor.Set(seconds(longest))
 	}
 }
 

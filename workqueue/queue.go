@@ -44,20 +44,26 @@ const (
 )
 
 // entry is the queue's record of an item that is ready or processing.
-// An item with no entry is idle. Entries are recycled through a free list.
+// An item with no entry is idle. Entries live in one slice (the slab) and
+// are named by index, so that a large backlog is a few big objects without
+// pointers between them rather than one heap object per item: the garbage
+// collector scans it quickly and the ring of ready items holds no
+// pointers at all.
 type entry[T comparable] struct {
 	item  T
 	state uint8
 	// next links the free list; with metrics on, prev and next also link
-	// the list of processing entries, oldest first.
-	prev, next *entry[T]
-	// Set only when metrics are on.
-	readyAt, startedAt time.Time
+	// the list of processing entries, oldest first. -1 ends a list.
+	prev, next int32
+	// Nanoseconds since Queue.epoch, set only when metrics are on.
+	readyAt, startedAt int64
 }
 
-// maxFree bounds the free lists, so that a queue that once held many items
-// does not keep all their records forever.
-const maxFree = 4096
+// shrinkAbove is the slab capacity above which a queue that becomes
+// empty releases its slab, ring and map, so that one burst does not pin
+// its memory forever. Below it, buffers are kept so that steady state
+// does not allocate.
+const shrinkAbove = 4096
 
 // Queue is a work queue of comparable items with deduplication, delayed
 // adds and rate-limited retries. It implements [RateLimitingInterface]
@@ -72,12 +78,12 @@ const maxFree = 4096
 // set) Add, Get, Done and AddAfter do not allocate.
 type Queue[T comparable] struct {
 	mu       sync.Mutex
-	ready    sync.Cond // signalled when an item becomes ready or on shutdown
-	idle     sync.Cond // broadcast when the last processing item is Done
-	items    map[T]*entry[T]
-	ring     ring[*entry[T]]
-	free     *entry[T]
-	nfree    int
+	ready    sync.Cond   // signalled when an item becomes ready or on shutdown
+	idle     sync.Cond   // broadcast when the last processing item is Done
+	items    map[T]int32 // item -> index in slab
+	slab     []entry[T]
+	free     int32 // head of the free list in slab, -1 if empty
+	ring     ring[int32]
 	nproc    int // items processing
 	waiting  int // goroutines blocked in Get
 	shutting bool
@@ -92,7 +98,8 @@ type Queue[T comparable] struct {
 // New returns an empty, running queue configured by opts.
 func New[T comparable](opts Options[T]) *Queue[T] {
 	q := &Queue[T]{
-		items: make(map[T]*entry[T]),
+		items: make(map[T]int32),
+		free:  -1,
 		clock: clock.OrReal(opts.Clock),
 	}
 	q.ready.L = &q.mu
@@ -121,9 +128,8 @@ func (q *Queue[T]) Add(item T) {
 
 // addLocked implements Add. q.mu must be held and the queue running.
 func (q *Queue[T]) addLocked(item T) {
-	e, ok := q.items[item]
-	if ok {
-		if e.state == stateProcessing {
+	if i, ok := q.items[item]; ok {
+		if e := &q.slab[i]; e.state == stateProcessing {
 			e.state = stateDirty
 			if q.metrics != nil {
 				q.metrics.added()
@@ -131,21 +137,21 @@ func (q *Queue[T]) addLocked(item T) {
 		}
 		return
 	}
-	e = q.newEntry(item)
-	q.items[item] = e
+	i := q.newEntry(item)
+	q.items[item] = i
 	if q.metrics != nil {
 		q.metrics.added()
 	}
-	q.pushReady(e)
+	q.pushReady(i)
 }
 
-// pushReady appends e to the ready ring and wakes one waiting worker.
-// q.mu must be held.
-func (q *Queue[T]) pushReady(e *entry[T]) {
-	e.state = stateReady
-	q.ring.push(e)
+// pushReady appends entry i to the ready ring and wakes one waiting
+// worker. q.mu must be held.
+func (q *Queue[T]) pushReady(i int32) {
+	q.slab[i].state = stateReady
+	q.ring.push(i)
 	if q.metrics != nil {
-		q.metrics.readied(e)
+		q.metrics.readied(i)
 	}
 	if q.waiting > 0 {
 		q.ready.Signal()
@@ -167,13 +173,14 @@ func (q *Queue[T]) Get() (item T, ok bool) {
 		q.mu.Unlock()
 		return item, false
 	}
-	e := q.ring.pop()
+	i := q.ring.pop()
+	e := &q.slab[i]
 	e.state = stateProcessing
+	item = e.item
 	q.nproc++
 	if q.metrics != nil {
-		q.metrics.started(e)
+		q.metrics.started(i)
 	}
-	item = e.item
 	q.mu.Unlock()
 	return item, true
 }
@@ -183,20 +190,20 @@ func (q *Queue[T]) Get() (item T, ok bool) {
 // line). Done for an item that is not processing does nothing.
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
-	e, ok := q.items[item]
-	if !ok || e.state == stateReady {
+	i, ok := q.items[item]
+	if !ok || q.slab[i].state == stateReady {
 		q.mu.Unlock()
 		return
 	}
 	q.nproc--
 	if q.metrics != nil {
-		q.metrics.finished(e)
+		q.metrics.finished(i)
 	}
-	if e.state == stateDirty {
-		q.pushReady(e)
+	if q.slab[i].state == stateDirty {
+		q.pushReady(i)
 	} else {
 		delete(q.items, item)
-		q.freeEntry(e)
+		q.freeEntry(i)
 	}
 	if q.nproc == 0 && q.draining > 0 {
 		q.idle.Broadcast()
@@ -259,27 +266,30 @@ func (q *Queue[T]) shutDownLocked() {
 	q.ready.Broadcast()
 }
 
-func (q *Queue[T]) newEntry(item T) *entry[T] {
-	e := q.free
-	if e == nil {
-		return &entry[T]{item: item}
+// newEntry returns the index of a fresh entry for item. It may grow the
+// slab, so it invalidates pointers into it. q.mu must be held.
+func (q *Queue[T]) newEntry(item T) int32 {
+	i := q.free
+	if i < 0 {
+		q.slab = append(q.slab, entry[T]{})
+		i = int32(len(q.slab) - 1)
+	} else {
+		q.free = q.slab[i].next
 	}
-	q.free = e.next
-	q.nfree--
-	e.next = nil
-	e.item = item
-	return e
+	q.slab[i] = entry[T]{item: item, prev: -1, next: -1}
+	return i
 }
 
-func (q *Queue[T]) freeEntry(e *entry[T]) {
-	var zero T
-	e.item = zero
-	e.prev = nil
-	if q.nfree >= maxFree {
-		e.next = nil
+// freeEntry puts entry i, already removed from the map, on the free list.
+// When the queue holds no entry any more and the slab is large, it
+// releases the slab, the ring and the map instead. q.mu must be held.
+func (q *Queue[T]) freeEntry(i int32) {
+	if len(q.items) == 0 && cap(q.slab) > shrinkAbove {
+		q.slab, q.free = nil, -1
+		q.ring = ring[int32]{}
+		q.items = make(map[T]int32)
 		return
 	}
-	e.next = q.free
-	q.free = e
-	q.nfree++
+	q.slab[i] = entry[T]{next: q.free} // drop the item for the collector
+	q.free = i
 }

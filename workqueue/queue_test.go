@@ -318,3 +318,35 @@ func TestProperty(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShrinkAfterBurst drains a backlog larger than the buffers a queue
+// keeps, so that the queue releases them, and checks that it still works.
+func TestShrinkAfterBurst(t *testing.T) {
+	q, _ := newFakeQueue(t)
+	for round := range 3 {
+		const n = 10_000
+		for i := range n {
+			q.Add(strconv.Itoa(i))
+		}
+		for i := range n {
+			item, ok := q.Get()
+			if !ok || item != strconv.Itoa(i) {
+				t.Fatalf("round %d: Get = %q, %v; want %d", round, item, ok, i)
+			}
+			if i%2 == 0 {
+				q.Add(item) // re-queued after Done
+			}
+			q.Done(item)
+		}
+		for i := 0; i < n; i += 2 {
+			item, _ := q.Get()
+			if item != strconv.Itoa(i) {
+				t.Fatalf("round %d: re-queued Get = %q, want %d", round, item, i)
+			}
+			q.Done(item)
+		}
+		if l := q.Len(); l != 0 {
+			t.Fatalf("round %d: Len = %d", round, l)
+		}
+	}
+}

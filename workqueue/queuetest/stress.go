@@ -134,7 +134,7 @@ type keyState struct {
 	seen       atomic.Int64 // highest version a worker read after Get
 	adds       atomic.Int64 // Add and AddAfter calls started
 	gets       atomic.Int64 // Gets that returned it
-	finished   atomic.Int64 // bumped by a worker just before Done
+	epoch      atomic.Int64 // odd while a worker holds it: bumped after claiming and before Done
 }
 
 type round struct {
@@ -218,6 +218,7 @@ func (r *round) run() {
 					r.q.Done(item) // leave the other worker's claim alone, but do not hang a drain
 					continue
 				}
+				st.epoch.Add(1) // odd: held
 				if g, a := st.gets.Add(1), st.adds.Load(); g > a {
 					r.rep.report("duplicate: %q handed out %d times after %d adds", item, g, a)
 				}
@@ -242,7 +243,7 @@ func (r *round) run() {
 				if rng.IntN(8) == 0 {
 					runtime.Gosched()
 				}
-				st.finished.Add(1)
+				st.epoch.Add(1) // even: about to call Done
 				st.processing.Store(0)
 				r.q.Done(item)
 				r.ops.Add(1)
@@ -289,17 +290,17 @@ func (r *round) run() {
 	}
 
 	if r.drain {
-		// Items processing now must be Done before the drain returns.
+		// Items processing now must be Done before the drain returns. A
+		// worker that holds an item has made its epoch odd and makes it
+		// even only just before calling Done.
 		type held struct {
-			i        int
-			finished int64
+			i     int
+			epoch int64
 		}
 		var before []held
 		for i := range r.state {
-			st := &r.state[i]
-			f := st.finished.Load()
-			if st.processing.Load() == 1 {
-				before = append(before, held{i, f})
+			if e := r.state[i].epoch.Load(); e%2 == 1 {
+				before = append(before, held{i, e})
 			}
 		}
 		drained := make(chan struct{})
@@ -314,7 +315,7 @@ func (r *round) run() {
 			return
 		}
 		for _, h := range before {
-			if r.state[h.i].finished.Load() == h.finished {
+			if r.state[h.i].epoch.Load() == h.epoch {
 				r.rep.report("drain: ShutDownWithDrain returned while %q was still processing", r.keys[h.i])
 			}
 		}
