@@ -23,3 +23,7 @@ func rtype(t reflect.Type) unsafe.Pointer {
 	type iface struct{ tab, data unsafe.Pointer }
 	return (*iface)(unsafe.Pointer(&t)).data
 }
+
+//go:linkname unsafe_New reflect.unsafe_New
+//go:noescape
+func unsafe_New(typ unsafe.Pointer) unsafe.Pointer

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Errors returned for malformed input.
@@ -24,6 +25,8 @@ type unmarshaler interface{ Unmarshal([]byte) error }
 var (
 	unmarshalerType = reflect.TypeFor[unmarshaler]()
 	quantityType    = reflect.TypeFor[resource.Quantity]()
+	timeType        = reflect.TypeFor[metav1.Time]()
+	microTimeType   = reflect.TypeFor[metav1.MicroTime]()
 )
 
 type kind uint8
@@ -55,13 +58,33 @@ type field struct {
 	key    kind // map key kind
 	val    kind // map value kind
 	valSub *plan
-	repIdx int // index into the repeated counters, -1 if none
+	custom customKind
+}
+
+type customKind uint8
+
+const (
+	customGeneric customKind = iota
+	customTime
+	customMicroTime
+	customQuantity
+)
+
+func customOf(t reflect.Type) customKind {
+	switch t {
+	case timeType:
+		return customTime
+	case microTimeType:
+		return customMicroTime
+	case quantityType:
+		return customQuantity
+	}
+	return customGeneric
 }
 
 type plan struct {
 	typ    reflect.Type
 	byNum  []*field // indexed by field number
-	nrep   int      // number of repeated or map fields
 	failed error
 }
 
@@ -116,14 +139,10 @@ func build(t reflect.Type, building map[reflect.Type]*plan) *plan {
 			p.failed = fmt.Errorf("protodec: %v.%s: bad field number in %q", t, sf.Name, tag)
 			return p
 		}
-		f := &field{off: sf.Offset, typ: sf.Type, repIdx: -1}
+		f := &field{off: sf.Offset, typ: sf.Type}
 		if err := f.setup(sf.Type, parts[0], parts[2] == "rep", building); err != nil {
 			p.failed = fmt.Errorf("protodec: %v.%s: %w", t, sf.Name, err)
 			return p
-		}
-		if f.rep || f.isMap {
-			f.repIdx = p.nrep
-			p.nrep++
 		}
 		for len(p.byNum) <= num {
 			p.byNum = append(p.byNum, nil)
@@ -228,6 +247,7 @@ func (f *field) setElem(t reflect.Type, wire string, building map[reflect.Type]*
 	switch {
 	case isCustom(t):
 		f.kind = kCustom
+		f.custom = customOf(t)
 	case t.Kind() == reflect.Struct:
 		f.kind = kMessage
 		f.sub = build(t, building)
@@ -363,28 +383,52 @@ type sliceHeader struct {
 	cap  int
 }
 
-const maxCounters = 32
+// countRun counts the consecutive fields numbered num at the start of b.
+// The generated marshalers write the elements of a repeated field (and
+// the entries of a map) one after another, so this finds how many to
+// allocate without a separate pass over the message.
+func countRun(b []byte, num uint64) int {
+	n := 0
+	for len(b) > 0 {
+		key, kn, err := varint(b)
+		if err != nil || key>>3 != num {
+			break
+		}
+		b = b[kn:]
+		switch key & 7 {
+		case 0:
+			_, vn, err := varint(b)
+			if err != nil {
+				return n + 1
+			}
+			b = b[vn:]
+		case 1:
+			if len(b) < 8 {
+				return n + 1
+			}
+			b = b[8:]
+		case 5:
+			if len(b) < 4 {
+				return n + 1
+			}
+			b = b[4:]
+		case 2:
+			l, ln, err := varint(b)
+			if err != nil || l > uint64(len(b)-ln) {
+				return n + 1
+			}
+			b = b[ln+int(l):]
+		default:
+			return n + 1
+		}
+		n++
+	}
+	return max(n, 1)
+}
 
 func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
-	// First pass: count the elements of repeated fields and maps so that
-	// each is allocated once.
-	var counts [maxCounters]int32
-	var filled [maxCounters]int32
-	if p.nrep > 0 {
-		for rest := b; len(rest) > 0; {
-			num, _, _, _, r, err := next(rest)
-			if err != nil {
-				return err
-			}
-			rest = r
-			if num < uint64(len(p.byNum)) {
-				if f := p.byNum[num]; f != nil && f.repIdx >= 0 && f.repIdx < maxCounters {
-					counts[f.repIdx]++
-				}
-			}
-		}
-	}
 	for len(b) > 0 {
+		start := b
 		num, wt, val, data, rest, err := next(b)
 		if err != nil {
 			return err
@@ -400,11 +444,14 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 			if wt != 2 {
 				return wireErr(p, num, wt)
 			}
-			if err := d.mapEntry(f, fp, data, counts[:], f.repIdx); err != nil {
+			if *(*unsafe.Pointer)(fp) == nil {
+				*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(f.typ, countRun(start, num)).UnsafePointer()
+			}
+			if err := d.mapEntry(f, fp, data); err != nil {
 				return err
 			}
 		case f.rep:
-			if err := d.repeated(p, num, f, fp, wt, val, data, &counts, &filled); err != nil {
+			if err := d.repeated(p, num, f, fp, wt, val, data, start); err != nil {
 				return err
 			}
 		default:
@@ -412,7 +459,7 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 			if f.ptr {
 				pp := (*unsafe.Pointer)(fp)
 				if *pp == nil {
-					*pp = reflect.New(f.elem).UnsafePointer()
+					*pp = unsafe_New(rtype(f.elem))
 				}
 				ep = *pp
 			}
@@ -479,52 +526,64 @@ func (d *decoder) value(p *plan, num uint64, f *field, ep unsafe.Pointer, wt, va
 		if wt != 2 {
 			return wireErr(p, num, wt)
 		}
+		switch f.custom {
+		case customTime:
+			return (*metav1.Time)(ep).Unmarshal(data)
+		case customMicroTime:
+			return (*metav1.MicroTime)(ep).Unmarshal(data)
+		case customQuantity:
+			return (*resource.Quantity)(ep).Unmarshal(data)
+		}
 		return reflect.NewAt(f.elem, ep).Interface().(unmarshaler).Unmarshal(data)
 	}
 	return nil
 }
 
-// repeated appends one element (or a packed run) to a slice field.
-func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt, val uint64, data []byte, counts, filled *[maxCounters]int32) error {
+// repeated appends one element (or a packed run) to a slice field. start
+// is the message from this field's header on.
+func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt, val uint64, data, start []byte) error {
 	h := (*sliceHeader)(fp)
 	esize := f.elem.Size()
 	if f.kind != kString && f.kind != kBytes && f.kind != kMessage && f.kind != kCustom && wt == 2 {
-		// A packed run of scalars: decode each into the slice.
+		// A packed run of scalars.
+		wt2, width := uint64(0), 0
+		switch f.kind {
+		case kFloat64:
+			wt2, width = 1, 8
+		case kFloat32:
+			wt2, width = 5, 4
+		}
 		for len(data) > 0 {
 			var v uint64
-			switch f.kind {
-			case kFloat64:
-				if len(data) < 8 {
+			if width > 0 {
+				if len(data) < width {
 					return ErrTruncated
 				}
-				v, data = leUint64(data), data[8:]
-			case kFloat32:
-				if len(data) < 4 {
-					return ErrTruncated
+				if width == 8 {
+					v = leUint64(data)
+				} else {
+					v = uint64(leUint32(data))
 				}
-				v, data = uint64(leUint32(data)), data[4:]
-			default:
+				data = data[width:]
+			} else {
 				x, n, err := varint(data)
 				if err != nil {
 					return err
 				}
 				v, data = x, data[n:]
 			}
-			ep := d.grow(f, h, esize, 1, -1, counts, filled)
-			wt2 := uint64(0)
-			switch f.kind {
-			case kFloat64:
-				wt2 = 1
-			case kFloat32:
-				wt2 = 5
-			}
-			if err := d.value(p, num, f, ep, wt2, v, nil); err != nil {
+			if err := d.value(p, num, f, d.grow(f, h, esize, len(data)+1), wt2, v, nil); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	ep := d.grow(f, h, esize, 1, f.repIdx, counts, filled)
+	if h.len == h.cap {
+		if err := d.reserve(f, h, esize, countRun(start, num)); err != nil {
+			return err
+		}
+	}
+	ep := d.grow(f, h, esize, 1)
 	if p == d.root && f.kind == kMessage && wt == 2 && len(data) > 0 {
 		// Each element of a top-level repeated message (the Items of a
 		// list) gets its own string copy, so that keeping one item does
@@ -535,43 +594,30 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt,
 	return d.value(p, num, f, ep, wt, val, data)
 }
 
-// grow returns a pointer to the next element of the slice, allocating the
-// slice once with room for all counted elements.
-func (d *decoder) grow(f *field, h *sliceHeader, esize uintptr, n int, idx int, counts, filled *[maxCounters]int32) unsafe.Pointer {
-	if h.len == h.cap {
-		extra := n
-		if idx >= 0 && idx < maxCounters {
-			if rem := int(counts[idx] - filled[idx]); rem > extra {
-				extra = rem
-			}
-		}
-		if extra < 4 && idx < 0 {
-			extra = max(4, h.cap)
-		}
-		nd := newArray(f.elem, h.len+extra)
-		if h.len > 0 {
-			copy(unsafe.Slice((*byte)(nd), uintptr(h.len)*esize), unsafe.Slice((*byte)(h.data), uintptr(h.len)*esize))
-		}
-		h.data, h.cap = nd, h.len+extra
+// reserve makes room for n more elements.
+func (d *decoder) reserve(f *field, h *sliceHeader, esize uintptr, n int) error {
+	nd := newArray(f.elem, h.len+n)
+	if h.len > 0 {
+		copy(unsafe.Slice((*byte)(nd), uintptr(h.len)*esize), unsafe.Slice((*byte)(h.data), uintptr(h.len)*esize))
 	}
-	if idx >= 0 && idx < maxCounters {
-		filled[idx]++
+	h.data, h.cap = nd, h.len+n
+	return nil
+}
+
+// grow returns a pointer to the next element, making room for at least
+// hint elements if the slice is full.
+func (d *decoder) grow(f *field, h *sliceHeader, esize uintptr, hint int) unsafe.Pointer {
+	if h.len == h.cap {
+		_ = d.reserve(f, h, esize, max(hint, h.cap, 1))
 	}
 	ep := unsafe.Add(h.data, uintptr(h.len)*esize)
 	h.len++
 	return ep
 }
 
-// mapEntry decodes one map entry {1: key, 2: value} into the map at fp.
-func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte, counts []int32, idx int) error {
-	mp := (*unsafe.Pointer)(fp)
-	if *mp == nil {
-		n := 0
-		if idx >= 0 && idx < maxCounters {
-			n = int(counts[idx])
-		}
-		*mp = reflect.MakeMapWithSize(f.typ, n).UnsafePointer()
-	}
+// mapEntry decodes one map entry {1: key, 2: value} into the map at fp,
+// which the caller has created.
+func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte) error {
 	var key string
 	var valData []byte
 	haveVal := false
