@@ -41,6 +41,10 @@ func (e *Env) startAPIServer(ctx context.Context, bin string) error {
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--shutdown-delay-duration=0s",
+		// kwok serves the kubelet API of the fake nodes on 127.0.0.1 with a
+		// certificate from our CA.
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-certificate-authority=" + e.path("ca.crt"),
 	}
 	if !e.opts.Controllers {
 		// Without kube-controller-manager nobody creates "default" service

@@ -31,6 +31,9 @@ type Options struct {
 	Controllers bool
 
 	// Scheduler starts kube-scheduler. Default off: Pods stay unscheduled.
+	// It needs Controllers: kube-apiserver taints every new node
+	// not-ready, and only kube-controller-manager clears the taint, so
+	// without it nothing could be scheduled.
 	Scheduler bool
 
 	// Nodes is the number of fake nodes run by kwok; 0 (the default) starts
@@ -78,6 +81,11 @@ type Env struct {
 	// AdminToken is a static bearer token for the user "loom-admin-token" in
 	// the group system:masters.
 	AdminToken string
+	// PodLogFile is the log of every container on the fake nodes (when
+	// Options.Nodes > 0), in the CRI log format kubelets keep: kwok serves
+	// it for pods/log requests, and follows it. Append to it with
+	// AppendPodLog.
+	PodLogFile string
 	// EtcdURL is etcd's client address, http://127.0.0.1:<port>.
 	EtcdURL string
 	// Dir is the state folder.
@@ -102,6 +110,9 @@ type Env struct {
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 90 * time.Second
+	}
+	if opts.Scheduler && !opts.Controllers {
+		return nil, errors.New("testenv: Options.Scheduler needs Options.Controllers: new nodes are tainted not-ready until kube-controller-manager clears the taint")
 	}
 	log := opts.Logger
 	if log == nil {

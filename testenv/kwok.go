@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -25,10 +30,46 @@ func (e *Env) startKwok(ctx context.Context, bin string) error {
 	if _, err := binaryFile(stages); err != nil {
 		return &MissingBinaryError{Name: "kwok-stages.yaml", Path: stages}
 	}
+	// kwok also serves the kubelet API for its nodes (logs, exec) on one
+	// port, with a certificate from our CA; every fake container's log is
+	// the file PodLogFile.
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cert, key, err := e.ca.issue(certRequest{cn: "kwok", server: true, dns: []string{"localhost"}, ips: []net.IP{net.ParseIP("127.0.0.1")}})
+	if err != nil {
+		return fmt.Errorf("testenv: kwok certificate: %w", err)
+	}
+	e.PodLogFile = e.path("pod.log")
+	logs := fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: testenv
+spec:
+  logs:
+  - logsFile: %q
+    previousLogsFile: %q
+    follow: true
+`, e.PodLogFile, e.PodLogFile)
+	if err := writeFiles(map[string][]byte{e.path("kwok.crt"): cert, e.path("kwok.key"): key, e.path("kwok-logs.yaml"): []byte(logs)}); err != nil {
+		return err
+	}
+	if _, err := os.Stat(e.PodLogFile); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(e.PodLogFile, nil, 0o600); err != nil {
+			return fmt.Errorf("testenv: %w", err)
+		}
+	}
 	p, err := e.addProc("kwok", bin, []string{
 		"--kubeconfig=" + e.KubeconfigPath,
 		"--config=" + stages,
+		"--config=" + e.path("kwok-logs.yaml"),
 		"--manage-all-nodes=true",
+		"--node-ip=127.0.0.1",
+		"--node-port=" + strconv.Itoa(port),
+		"--server-address=127.0.0.1:" + strconv.Itoa(port),
+		"--tls-cert-file=" + e.path("kwok.crt"),
+		"--tls-private-key-file=" + e.path("kwok.key"),
 	})
 	if err != nil {
 		return err
@@ -103,4 +144,27 @@ func (e *Env) createNode(ctx context.Context, hc *http.Client, name string) erro
 		return fmt.Errorf("testenv: create node %s: %s: %s", name, resp.Status, body)
 	}
 	return nil
+}
+
+// AppendPodLog appends lines to PodLogFile, each stamped with the current
+// time in the CRI log format ("<RFC 3339 time> stdout F <line>"), so that
+// every container on the fake nodes logs them. Requests with
+// timestamps=true see the same times.
+func (e *Env) AppendPodLog(lines ...string) error {
+	if e.PodLogFile == "" {
+		return errors.New("testenv: no fake nodes, so no pod logs (set Options.Nodes)")
+	}
+	f, err := os.OpenFile(e.PodLogFile, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	var b bytes.Buffer
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l)
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return fmt.Errorf("testenv: %w", err)
+	}
+	return f.Close()
 }

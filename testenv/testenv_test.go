@@ -358,6 +358,13 @@ func TestSweepKillsOrphans(t *testing.T) {
 	}
 }
 
+func TestSchedulerNeedsControllers(t *testing.T) {
+	_, err := Start(t.Context(), Options{Scheduler: true})
+	if err == nil || !strings.Contains(err.Error(), "needs Options.Controllers") {
+		t.Fatalf("want an error saying the scheduler needs controllers, got %v", err)
+	}
+}
+
 func TestMissingBinaryNamesTheBuildCommand(t *testing.T) {
 	_, err := Start(t.Context(), Options{AssetsDir: t.TempDir()})
 	var mb *MissingBinaryError

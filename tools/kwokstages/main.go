@@ -21,7 +21,8 @@ import (
 // options turns on node leases, as a kubelet has, so that
 // kube-controller-manager's node lifecycle controller sees the fake nodes as
 // alive, and keeps pod IPs out of the service range testenv gives
-// kube-apiserver (10.0.0.0/24). kwok does not default the parallelism
+// kube-apiserver (10.0.0.0/24), and serves the kubelet API (logs) for the
+// fake nodes. kwok does not default the parallelism and handler
 // options of a configuration given in a file, so they are set here too.
 const options = `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
@@ -31,7 +32,8 @@ options:
   nodeLeaseParallelism: 4
   nodePlayStageParallelism: 4
   podPlayStageParallelism: 4
-  podsOnNodeSyncParallelism: 1`
+  podsOnNodeSyncParallelism: 1
+  enableDebuggingHandlers: true`
 
 func main() {
 	docs := []string{
