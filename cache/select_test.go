@@ -28,8 +28,8 @@ var (
 	}
 )
 
-func randObj(r *rand.Rand, version int) *obj {
-	o := &obj{Namespace: namespaces[r.IntN(len(namespaces))], Name: "o" + strconv.Itoa(r.IntN(40)), Version: version}
+func randObj(r *rand.Rand, version, names int) *obj {
+	o := &obj{Namespace: namespaces[r.IntN(len(namespaces))], Name: "o" + strconv.Itoa(r.IntN(names)), Version: version}
 	if r.IntN(8) != 0 {
 		o.Labels = map[string]string{}
 		for _, k := range labelKeys {
@@ -105,23 +105,28 @@ func checkSelect(t *testing.T, s *cache.Store[*obj], model map[string]*obj, ns s
 
 // TestSelectMatchesScan is a property test: after random writes, Select
 // returns exactly what a scan with selector.Matches returns, for random
-// selectors over every operator, with and without a namespace.
+// selectors over every operator, with and without a namespace. Small
+// stores make index sets slices and bitmaps; large ones make maps too.
 func TestSelectMatchesScan(t *testing.T) {
 	for seed := range uint64(40) {
+		names, steps := 40, 600
+		if seed%10 == 9 {
+			names, steps = 1500, 3000
+		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 1))
 			s := cache.NewStore(cache.StoreOptions[*obj]{})
 			model := map[string]*obj{}
-			for step := range 600 {
+			for step := range steps {
 				switch n := r.IntN(100); {
 				case n < 55:
-					o := randObj(r, step)
+					o := randObj(r, step, names)
 					if err := s.Add(o); err != nil {
 						t.Fatal(err)
 					}
 					model[keyOfObj(o)] = o
 				case n < 90:
-					o := randObj(r, step)
+					o := randObj(r, step, names)
 					if err := s.Delete(o); err != nil {
 						t.Fatal(err)
 					}
@@ -129,8 +134,8 @@ func TestSelectMatchesScan(t *testing.T) {
 				case n < 92:
 					var objs []*obj
 					clear(model)
-					for range r.IntN(80) {
-						o := randObj(r, step)
+					for range r.IntN(2 * names) {
+						o := randObj(r, step, names)
 						objs = append(objs, o)
 						model[keyOfObj(o)] = o
 					}
@@ -167,7 +172,7 @@ func FuzzSelect(f *testing.F) {
 		model := map[string]*obj{}
 		r := rand.New(rand.NewPCG(uint64(len(ops)), 7))
 		for i, b := range ops {
-			o := randObj(r, i)
+			o := randObj(r, i, 40)
 			if b%4 == 0 {
 				_ = s.Delete(o)
 				delete(model, keyOfObj(o))

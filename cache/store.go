@@ -197,7 +197,7 @@ func (s *Store[T]) AddIndexers(indexers Indexers[T]) error {
 				return &IndexError{Index: name, Key: sl.key, Err: err}
 			}
 			for _, v := range uniq(vals) {
-				addTo(idx, v, uint32(id))
+				addTo(idx, v, uint32(id), len(s.st.slots))
 			}
 		}
 		built[name] = idx
@@ -236,7 +236,7 @@ func (s *Store[T]) put(st *state[T], key string, obj T) error {
 			}
 			for _, v := range vals[i] {
 				if !slices.Contains(oldVals, v) {
-					addTo(idx, v, id)
+					addTo(idx, v, id, len(st.slots))
 				}
 			}
 		}
@@ -249,7 +249,7 @@ func (s *Store[T]) put(st *state[T], key string, obj T) error {
 			}
 			for k, v := range newL {
 				if ov, ok := oldL[k]; !ok || ov != v {
-					st.addLabel(k, v, id)
+					st.addLabel(k, v, id, len(st.slots))
 				}
 			}
 		}
@@ -267,16 +267,16 @@ func (s *Store[T]) put(st *state[T], key string, obj T) error {
 		st.slots = append(st.slots, slot[T]{key: key, obj: obj})
 	}
 	st.ids[key] = id
-	addTo(st.ns, namespaceOf(key), id)
+	addTo(st.ns, namespaceOf(key), id, len(st.slots))
 	for i, name := range s.names {
 		idx := st.indices[name]
 		for _, v := range vals[i] {
-			addTo(idx, v, id)
+			addTo(idx, v, id, len(st.slots))
 		}
 	}
 	if s.labelsOf != nil {
 		for k, v := range s.labelsOf(obj) {
-			st.addLabel(k, v, id)
+			st.addLabel(k, v, id, len(st.slots))
 		}
 	}
 	return nil
@@ -306,13 +306,13 @@ func (s *Store[T]) remove(st *state[T], key string) {
 	st.free = append(st.free, id)
 }
 
-func (st *state[T]) addLabel(k, v string, id uint32) {
+func (st *state[T]) addLabel(k, v string, id uint32, universe int) {
 	vals := st.labels[k]
 	if vals == nil {
 		vals = map[string]*idSet{}
 		st.labels[k] = vals
 	}
-	addTo(vals, v, id)
+	addTo(vals, v, id, universe)
 }
 
 func (st *state[T]) removeLabel(k, v string, id uint32) {
@@ -326,13 +326,13 @@ func (st *state[T]) removeLabel(k, v string, id uint32) {
 	}
 }
 
-func addTo(idx map[string]*idSet, v string, id uint32) {
+func addTo(idx map[string]*idSet, v string, id uint32, universe int) {
 	set := idx[v]
 	if set == nil {
 		set = &idSet{}
 		idx[v] = set
 	}
-	set.add(id)
+	set.add(id, universe)
 }
 
 func removeFrom(idx map[string]*idSet, v string, id uint32) {

@@ -1,0 +1,93 @@
+package cache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestIDSetModel drives idSets through random adds and removes, over
+// universes and id ranges that make them pass through every form, and
+// compares them with a map after every step.
+func TestIDSetModel(t *testing.T) {
+	for _, tc := range []struct{ ids, universe int }{
+		{10, 10}, {40, 1000}, {300, 300}, {5000, 5000}, {5000, 100000}, {2000, 2000},
+	} {
+		t.Run(fmt.Sprintf("ids=%d/universe=%d", tc.ids, tc.universe), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(tc.ids), uint64(tc.universe)))
+			var s idSet
+			model := map[uint32]bool{}
+			forms := map[string]bool{}
+			for step := range 20000 {
+				// Phases of growth and shrinkage, so dense sets thin out.
+				growing := (step/2000)%2 == 0
+				id := uint32(r.IntN(tc.ids))
+				if r.IntN(10) < 7 == growing {
+					if !model[id] {
+						s.add(id, tc.universe)
+						model[id] = true
+					}
+				} else {
+					s.remove(id)
+					delete(model, id)
+				}
+				forms[s.form()] = true
+				if s.len() != len(model) {
+					t.Fatalf("step %d: len = %d, want %d (%s)", step, s.len(), len(model), s.form())
+				}
+				if step%97 == 0 {
+					got := slices.Sorted(s.all())
+					var want []uint32
+					for id := range model {
+						want = append(want, id)
+					}
+					slices.Sort(want)
+					if !slices.Equal(got, want) {
+						t.Fatalf("step %d: members = %v, want %v (%s)", step, got, want, s.form())
+					}
+					for range 20 {
+						id := uint32(r.IntN(tc.ids + 64))
+						if s.contains(id) != model[id] {
+							t.Fatalf("step %d: contains(%d) = %v (%s)", step, id, !model[id], s.form())
+						}
+					}
+				}
+			}
+			t.Logf("forms seen: %v", forms)
+		})
+	}
+}
+
+func (s *idSet) form() string {
+	switch {
+	case s.bits != nil:
+		return "bits"
+	case s.big != nil:
+		return "map"
+	}
+	return "slice"
+}
+
+// TestIDSetForms checks the form a set takes for a few shapes.
+func TestIDSetForms(t *testing.T) {
+	tests := []struct {
+		name     string
+		n, every int // members 0, every, 2*every, ...
+		universe int
+		want     string
+	}{
+		{"few", 10, 1, 1000, "slice"},
+		{"sparse", 100, 100, 10000, "map"},
+		{"dense", 5000, 2, 10000, "bits"},
+	}
+	for _, tt := range tests {
+		var s idSet
+		for i := range tt.n {
+			s.add(uint32(i*tt.every), tt.universe)
+		}
+		if got := s.form(); got != tt.want {
+			t.Errorf("%s: form %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
