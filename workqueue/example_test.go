@@ -147,3 +147,26 @@ func ExampleDefaultLimiter() {
 	fmt.Println(q.NumRequeues("a"))
 	// Output: 0
 }
+
+// countingProvider is a MetricsProvider that only counts adds.
+type countingProvider struct{ adds *counter }
+
+type counter struct{ n int }
+
+func (c *counter) Inc() { c.n++ }
+
+func (p countingProvider) QueueMetrics(name string) workqueue.Metrics {
+	// Fields left nil are not recorded.
+	return workqueue.Metrics{Adds: p.adds}
+}
+
+func ExampleMetricsProvider() {
+	adds := &counter{}
+	q := workqueue.New(workqueue.Options[string]{Name: "pods", Metrics: countingProvider{adds}})
+	defer q.ShutDown()
+	q.Add("a")
+	q.Add("a") // collapses into the ready item: not counted
+	q.Add("b")
+	fmt.Println("adds:", adds.n)
+	// Output: adds: 2
+}

@@ -21,12 +21,16 @@ type RateLimiter[T comparable] interface {
 	NumRequeues(item T) int
 }
 
-// Defaults of [DefaultLimiter].
+// Defaults of the limiters' options, and so of [DefaultLimiter].
 const (
+	// DefaultBaseDelay is the default [ExponentialOptions].Base.
 	DefaultBaseDelay = 5 * time.Millisecond
-	DefaultMaxDelay  = 1000 * time.Second
-	DefaultQPS       = 10
-	DefaultBurst     = 100
+	// DefaultMaxDelay is the default [ExponentialOptions].Max.
+	DefaultMaxDelay = 1000 * time.Second
+	// DefaultQPS is the default [BucketOptions].QPS.
+	DefaultQPS = 10
+	// DefaultBurst is the default [BucketOptions].Burst.
+	DefaultBurst = 100
 )
 
 // DefaultLimiter returns the limiter a [Queue] uses when its options name
@@ -119,7 +123,7 @@ type ExponentialOptions struct {
 // not change. Spurious re-adds (an item re-triggered by watch events while
 // it backs off, failing each time) therefore cannot inflate its backoff
 // (kubernetes/kubernetes#132805). Safe for concurrent use; create with
-// [NewExponentialLimiter].
+// [NewExponentialLimiter], the zero value is not usable.
 type ExponentialLimiter[T comparable] struct {
 	base, max time.Duration
 	f         failures[T]
@@ -173,7 +177,8 @@ type FastSlowOptions struct {
 // FastSlowLimiter retries an item quickly a few times, then slowly. It
 // counts failures as [ExponentialLimiter] does, so a failure during a
 // running delay neither counts nor moves the item to the slow phase. Safe
-// for concurrent use; create with [NewFastSlowLimiter].
+// for concurrent use; create with [NewFastSlowLimiter], the zero value is
+// not usable.
 type FastSlowLimiter[T comparable] struct {
 	fast, slow time.Duration
 	attempts   int
@@ -229,7 +234,8 @@ type BucketOptions struct {
 // retry rate, whatever the item. Each When takes a token, possibly one
 // that will only exist in the future, and returns how long until it does.
 // It keeps no per-item state, so Forget does nothing and NumRequeues is
-// always 0. Safe for concurrent use; create with [NewBucketLimiter].
+// always 0. Safe for concurrent use; create with [NewBucketLimiter], the
+// zero value is not usable.
 type BucketLimiter[T comparable] struct {
 	mu     sync.Mutex
 	clock  clock.Clock
@@ -277,7 +283,8 @@ func (l *BucketLimiter[T]) NumRequeues(T) int { return 0 }
 
 // MaxOfLimiter combines limiters: it returns the longest of their delays
 // and the largest of their counts. Safe for concurrent use if its
-// limiters are; create with [NewMaxOfLimiter].
+// limiters are; create with [NewMaxOfLimiter]. The zero value combines no
+// limiter and always returns 0.
 type MaxOfLimiter[T comparable] struct {
 	limiters []RateLimiter[T]
 }

@@ -40,7 +40,8 @@ type Options struct {
 
 // Provider is a [workqueue.MetricsProvider] backed by Prometheus vectors
 // labelled by queue name. It is safe for concurrent use; create one with
-// [New]. Queues with the same name share their series.
+// [New], the zero value is not usable. Queues with the same name share
+// their series.
 type Provider struct {
 	depth, unfinished, longest *prometheus.GaugeVec
 	adds, retries              *prometheus.CounterVec

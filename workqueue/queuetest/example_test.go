@@ -3,6 +3,9 @@ package queuetest_test
 import (
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/loom-k8s/loom/internal/clock"
 
 	"github.com/loom-k8s/loom/workqueue"
 	"github.com/loom-k8s/loom/workqueue/queuetest"
@@ -31,4 +34,15 @@ func ExampleRun() {
 			return workqueue.New(workqueue.Options[string]{})
 		})
 	}
+}
+
+func ExampleCheckDelaying() {
+	err := queuetest.CheckDelaying(func() (workqueue.DelayingInterface[string], func(time.Duration)) {
+		// The kit advances time through the function returned here; a fake
+		// clock makes that instant and the result deterministic.
+		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		return workqueue.New(workqueue.Options[string]{Clock: clk}), clk.Step
+	})
+	fmt.Println("violations:", err)
+	// Output: violations: <nil>
 }
