@@ -39,8 +39,11 @@ func namespace(t *testing.T, rc *rest.Client) string {
 	return name
 }
 
+// podSpec is bound to a node nobody runs, so that neither the scheduler nor
+// kwok changes pods behind a test's back (which would make its updates
+// conflict). Tests that want a running pod clear NodeName.
 func podSpec() corev1.PodSpec {
-	return corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}
+	return corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "app", Image: "nginx"}}}
 }
 
 func TestCRUDTyped(t *testing.T) {
@@ -119,7 +122,8 @@ func TestProtobufAndJSONAgree(t *testing.T) {
 	ns := namespace(t, rcJ)
 	pj, _ := client.For[corev1.Pod](t.Context(), rcJ, client.Options{})
 	pp, _ := client.For[corev1.Pod](t.Context(), rcP, client.Options{})
-	if _, err := pj.Namespace(ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "same", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"x": "y"}}, Spec: podSpec()}, metav1.CreateOptions{}); err != nil {
+	spec := podSpec()
+	if _, err := pj.Namespace(ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "same", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"x": "y"}}, Spec: spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	a, err := pj.Namespace(ns).Get(t.Context(), "same", metav1.GetOptions{})

@@ -12,13 +12,13 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-// env is one control plane, with kube-controller-manager for the garbage
-// collector, shared by the package's tests.
+// env is one control plane, with kube-controller-manager (the garbage
+// collector), the scheduler and a fake node, shared by the package's tests.
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e, err := testenv.Start(ctx, testenv.Options{Controllers: true})
+	e, err := testenv.Start(ctx, testenv.Options{Controllers: true, Scheduler: true, Nodes: 1})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
