@@ -41,7 +41,14 @@ const (
 	stateReady      uint8 = iota // in the ready ring, not processing
 	stateProcessing              // handed out by Get, no Add since
 	stateDirty                   // processing, and Add was called since Get
+	stateIdle                    // finished; kept in the idle list for reuse
 )
+
+// maxIdle is how many entries of finished items a queue keeps (least
+// recently finished evicted first), so that re-adding a recently
+// processed item, the common case of a controller, finds its entry
+// instead of inserting into and later deleting from the map.
+const maxIdle = 1024
 
 // entry is the queue's record of an item that is ready or processing.
 // An item with no entry is idle. Entries live in one slice (the slab) and
@@ -52,8 +59,9 @@ const (
 type entry[T comparable] struct {
 	item  T
 	state uint8
-	// next links the free list; with metrics on, prev and next also link
-	// the list of processing entries, oldest first. -1 ends a list.
+	// next links the free list. prev and next link the idle list, and,
+	// with metrics on, the list of processing entries, oldest first; an
+	// entry is in at most one list. -1 ends a list.
 	prev, next int32
 	// Nanoseconds since Queue.epoch, set only when metrics are on.
 	readyAt, startedAt int64
@@ -75,7 +83,10 @@ const shrinkAbove = 4096
 // ShutDown it holds no goroutine and no armed timer.
 //
 // In steady state (once its internal buffers have grown to the working
-// set) Add, Get, Done and AddAfter do not allocate.
+// set) Add, Get, Done and AddAfter do not allocate. The queue keeps the
+// records of up to 1024 recently finished items, so that adding one of
+// them again needs no map insertion; a queue that empties after holding
+// more than 4096 items releases its buffers.
 type Queue[T comparable] struct {
 	mu       sync.Mutex
 	ready    sync.Cond   // signalled when an item becomes ready or on shutdown
@@ -83,6 +94,9 @@ type Queue[T comparable] struct {
 	items    map[T]int32 // item -> index in slab
 	slab     []entry[T]
 	free     int32 // head of the free list in slab, -1 if empty
+	idleHead int32 // least recently finished idle entry, -1 if none
+	idleTail int32 // most recently finished idle entry, -1 if none
+	nidle    int
 	ring     ring[int32]
 	nproc    int // items processing
 	waiting  int // goroutines blocked in Get
@@ -98,9 +112,11 @@ type Queue[T comparable] struct {
 // New returns an empty, running queue configured by opts.
 func New[T comparable](opts Options[T]) *Queue[T] {
 	q := &Queue[T]{
-		items: make(map[T]int32),
-		free:  -1,
-		clock: clock.OrReal(opts.Clock),
+		items:    make(map[T]int32),
+		free:     -1,
+		idleHead: -1,
+		idleTail: -1,
+		clock:    clock.OrReal(opts.Clock),
 	}
 	q.ready.L = &q.mu
 	q.idle.L = &q.mu
@@ -129,11 +145,18 @@ func (q *Queue[T]) Add(item T) {
 // addLocked implements Add. q.mu must be held and the queue running.
 func (q *Queue[T]) addLocked(item T) {
 	if i, ok := q.items[item]; ok {
-		if e := &q.slab[i]; e.state == stateProcessing {
+		switch e := &q.slab[i]; e.state {
+		case stateProcessing:
 			e.state = stateDirty
 			if q.metrics != nil {
 				q.metrics.added()
 			}
+		case stateIdle:
+			q.unlinkIdle(i)
+			if q.metrics != nil {
+				q.metrics.added()
+			}
+			q.pushReady(i)
 		}
 		return
 	}
@@ -191,19 +214,26 @@ func (q *Queue[T]) Get() (item T, ok bool) {
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
 	i, ok := q.items[item]
-	if !ok || q.slab[i].state == stateReady {
+	if !ok {
 		q.mu.Unlock()
 		return
 	}
-	q.nproc--
-	if q.metrics != nil {
-		q.metrics.finished(i)
-	}
-	if q.slab[i].state == stateDirty {
+	switch q.slab[i].state {
+	case stateProcessing:
+		q.nproc--
+		if q.metrics != nil {
+			q.metrics.finished(i)
+		}
+		q.retire(i)
+	case stateDirty:
+		q.nproc--
+		if q.metrics != nil {
+			q.metrics.finished(i)
+		}
 		q.pushReady(i)
-	} else {
-		delete(q.items, item)
-		q.freeEntry(i)
+	default: // ready or idle: not processing
+		q.mu.Unlock()
+		return
 	}
 	if q.nproc == 0 && q.draining > 0 {
 		q.idle.Broadcast()
@@ -280,16 +310,51 @@ func (q *Queue[T]) newEntry(item T) int32 {
 	return i
 }
 
-// freeEntry puts entry i, already removed from the map, on the free list.
-// When the queue holds no entry any more and the slab is large, it
-// releases the slab, the ring and the map instead. q.mu must be held.
-func (q *Queue[T]) freeEntry(i int32) {
-	if len(q.items) == 0 && cap(q.slab) > shrinkAbove {
+// retire makes entry i, whose item has finished, idle: it goes to the
+// tail of the idle list, and the least recently finished idle entry is
+// dropped if there are too many. When nothing is ready or processing and
+// the slab is large, it releases the slab, the ring and the map instead.
+// q.mu must be held.
+func (q *Queue[T]) retire(i int32) {
+	if q.nproc == 0 && q.ring.len() == 0 && cap(q.slab) > shrinkAbove {
 		q.slab, q.free = nil, -1
+		q.idleHead, q.idleTail, q.nidle = -1, -1, 0
 		q.ring = ring[int32]{}
 		q.items = make(map[T]int32)
 		return
 	}
-	q.slab[i] = entry[T]{next: q.free} // drop the item for the collector
-	q.free = i
+	e := &q.slab[i]
+	e.state = stateIdle
+	e.prev, e.next = q.idleTail, -1
+	if q.idleTail >= 0 {
+		q.slab[q.idleTail].next = i
+	} else {
+		q.idleHead = i
+	}
+	q.idleTail = i
+	q.nidle++
+	if q.nidle > maxIdle {
+		old := q.idleHead
+		q.unlinkIdle(old)
+		delete(q.items, q.slab[old].item)
+		q.slab[old] = entry[T]{next: q.free} // drop the item for the collector
+		q.free = old
+	}
+}
+
+// unlinkIdle removes idle entry i from the idle list. q.mu must be held.
+func (q *Queue[T]) unlinkIdle(i int32) {
+	e := &q.slab[i]
+	if e.prev >= 0 {
+		q.slab[e.prev].next = e.next
+	} else {
+		q.idleHead = e.next
+	}
+	if e.next >= 0 {
+		q.slab[e.next].prev = e.prev
+	} else {
+		q.idleTail = e.prev
+	}
+	e.prev, e.next = -1, -1
+	q.nidle--
 }

@@ -80,6 +80,19 @@ func TestScript(t *testing.T) {
 			get b
 			get a
 			get c`},
+		{"a second done is harmless", `
+			add a
+			get a
+			done a
+			done a
+			len 0
+			add a
+			len 1
+			get a
+			done a
+			done a
+			add b
+			get b`},
 		{"delay fires at its time, not before", `
 			after a 10s
 			step 9s
@@ -348,5 +361,38 @@ func TestShrinkAfterBurst(t *testing.T) {
 		if l := q.Len(); l != 0 {
 			t.Fatalf("round %d: Len = %d", round, l)
 		}
+	}
+}
+
+// TestManyFinishedItems finishes more items than the queue keeps entries
+// for, then re-adds them in another order: the order and the counts must
+// not depend on which entries were kept.
+func TestManyFinishedItems(t *testing.T) {
+	q, _ := newFakeQueue(t)
+	const n = 3000
+	for i := range n {
+		q.Add(strconv.Itoa(i))
+	}
+	for range n {
+		item, _ := q.Get()
+		q.Done(item)
+	}
+	for i := n - 1; i >= 0; i-- {
+		q.Add(strconv.Itoa(i))
+		q.Add(strconv.Itoa(i))
+	}
+	if l := q.Len(); l != n {
+		t.Fatalf("Len = %d, want %d", l, n)
+	}
+	for i := n - 1; i >= 0; i-- {
+		item, ok := q.Get()
+		if !ok || item != strconv.Itoa(i) {
+			t.Fatalf("Get = %q, %v; want %d", item, ok, i)
+		}
+		q.Done(item)
+		q.Done(item) // harmless
+	}
+	if l := q.Len(); l != 0 {
+		t.Fatalf("Len = %d after draining", l)
 	}
 }

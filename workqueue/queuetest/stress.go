@@ -58,7 +58,8 @@ const maxReported = 20
 //     when it was called is Done ("drain"), and returns at all.
 //
 // Each round draws its shape at random: 2 to 64 items (few items make
-// collisions likely), 1 to 8 producers, 1 to 16 workers, and ShutDown or
+// collisions likely) in three rounds out of four, up to 4096 in the
+// others, 1 to 8 producers, 1 to 16 workers, and ShutDown or
 // ShutDownWithDrain at the end. Workers re-add items while processing
 // them, including the item they hold. If the queue also implements
 // [workqueue.DelayingInterface], producers sometimes use AddAfter with
@@ -75,7 +76,7 @@ func Stress(newQueue NewQueue, opts StressOptions) (StressResult, error) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15))
 	var res StressResult
 	var rep reporter
-	names := make([]string, 64)
+	names := make([]string, 4096)
 	for i := range names {
 		names[i] = "item-" + strconv.Itoa(i)
 	}
@@ -83,9 +84,15 @@ func Stress(newQueue NewQueue, opts StressOptions) (StressResult, error) {
 	for remaining > 0 {
 		n := min(remaining, 500+rng.IntN(2000))
 		remaining -= n
+		nkeys := 2 + rng.IntN(63)
+		if rng.IntN(4) == 0 {
+			// Now and then many items, so that queues which keep state
+			// per finished item (caches, free lists) reach their limits.
+			nkeys = 64 + rng.IntN(len(names)-63)
+		}
 		r := &round{
 			q:         newQueue(),
-			keys:      names[:2+rng.IntN(63)],
+			keys:      names[:nkeys],
 			producers: 1 + rng.IntN(8),
 			workers:   1 + rng.IntN(16),
 			drain:     rng.IntN(2) == 0,
