@@ -68,6 +68,15 @@
 // boundaries and the object decoded in one pass. A truncated or garbage
 // frame ends the watch with a [*DecodeError]; it never panics (fuzzed).
 //
+// Built-in types are decoded from protobuf by a reflective decoder
+// (internal/protodec) rather than their generated Unmarshal methods: it
+// copies each object's bytes into one string and slices every string field
+// from it, and sizes repeated fields and maps once, which cuts allocations
+// per Pod by about 3.5×. The strings of one decoded object therefore share
+// one backing array; retaining any of them retains the object's encoded
+// size, which matters only if you keep a few strings of many objects and
+// drop the objects. Types it cannot plan fall back to the generated code.
+//
 // # Errors
 //
 // A non-2xx response is a [*StatusError] carrying the server's

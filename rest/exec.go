@@ -97,11 +97,7 @@ func (p *execProvider) token(ctx context.Context) (string, error) {
 	return c.token, nil
 }
 
-func (p *execProvider) clientCert() (*tls.Certificate, error) {
-	// The TLS handshake has no request context; the plugin runs under a
-	// background context bounded by its own timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) //nolint:forbidigo // no caller context exists in a TLS callback
-	defer cancel()
+func (p *execProvider) clientCert(ctx context.Context) (*tls.Certificate, error) {
 	c, err := p.get(ctx)
 	if err != nil {
 		return nil, err

@@ -220,8 +220,10 @@ func (r *Request) Do(ctx context.Context, v any) error {
 	return res.Into(v)
 }
 
-// DoRaw sends the request and returns the whole response. A non-2xx
-// response returns a [*StatusError] (and no Result).
+// DoRaw sends the request and returns the whole response as the server
+// sent it: protobuf if the client asks for protobuf and the server can
+// encode the resource that way, JSON otherwise ([Result.Into] decodes
+// either). A non-2xx response returns a [*StatusError] (and no Result).
 func (r *Request) DoRaw(ctx context.Context) (*Result, error) {
 	return r.do(ctx, r.accept(nil))
 }

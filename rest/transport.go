@@ -112,11 +112,11 @@ func tlsConfig(cfg config.Config, host string, exec *execProvider) (*tls.Config,
 		static = &cert
 	}
 	if static != nil || exec != nil {
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		tc.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if exec != nil {
 				// An exec plugin's certificate wins over static ones, as
-				// in kubectl.
-				if c, err := exec.clientCert(); err != nil {
+				// in kubectl. The handshake's context is the request's.
+				if c, err := exec.clientCert(cri.Context()); err != nil {
 					return nil, err
 				} else if c != nil {
 					return c, nil
