@@ -312,7 +312,8 @@ func (q *Queue[T]) newEntry(item T) int32 {
 
 // retire makes entry i, whose item has finished, idle: it goes to the
 // tail of the idle list, and the least recently finished idle entry is
-// dropped if there are too many. When nothing is ready or processing and
+// dropped if there are too many. With more than maxIdle items ready or
+// processing, it frees the entry instead. When nothing is ready or processing and
 // the slab is large, it releases the slab, the ring and the map instead.
 // q.mu must be held.
 func (q *Queue[T]) retire(i int32) {
@@ -324,6 +325,15 @@ func (q *Queue[T]) retire(i int32) {
 		return
 	}
 	e := &q.slab[i]
+	if q.ring.len()+q.nproc > maxIdle {
+		// A large backlog: a finished item is unlikely to come back soon,
+		// and evicting another idle entry would touch a colder part of
+		// the map than deleting this one, which Done just looked up.
+		delete(q.items, e.item)
+		q.slab[i] = entry[T]{next: q.free}
+		q.free = i
+		return
+	}
 	e.state = stateIdle
 	e.prev, e.next = q.idleTail, -1
 	if q.idleTail >= 0 {

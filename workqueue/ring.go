@@ -29,14 +29,6 @@ func (r *ring[T]) pop() T {
 	return v
 }
 
-// clear removes every element, keeping the buffer.
-func (r *ring[T]) clear() {
-	for r.n > 0 {
-		r.pop()
-	}
-	r.head = 0
-}
-
 func (r *ring[T]) grow() {
 	size := 2 * len(r.buf)
 	if size == 0 {

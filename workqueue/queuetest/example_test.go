@@ -46,3 +46,15 @@ func ExampleCheckDelaying() {
 	fmt.Println("violations:", err)
 	// Output: violations: <nil>
 }
+
+// In a test of your own delaying queue, RunDelaying reports each case,
+// core and AddAfter, as a subtest; advance must fire due delays before it
+// returns, as a fake clock's Step does.
+func ExampleRunDelaying() {
+	_ = func(t *testing.T) {
+		queuetest.RunDelaying(t, func() (workqueue.DelayingInterface[string], func(time.Duration)) {
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			return workqueue.New(workqueue.Options[string]{Clock: clk}), clk.Step
+		})
+	}
+}
