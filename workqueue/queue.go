@@ -93,7 +93,8 @@ type Queue[T comparable] struct {
 	idle     sync.Cond   // broadcast when the last processing item is Done
 	items    map[T]int32 // item -> index in slab
 	slab     []entry[T]
-	free     int32 // head of the free list in slab, -1 if empty
+	free     int32 // head (oldest) of the free list in slab, -1 if empty
+	freeTail int32 // tail (newest) of the free list, -1 if empty
 	idleHead int32 // least recently finished idle entry, -1 if none
 	idleTail int32 // most recently finished idle entry, -1 if none
 	nidle    int
@@ -114,6 +115,7 @@ func New[T comparable](opts Options[T]) *Queue[T] {
 	q := &Queue[T]{
 		items:    make(map[T]int32),
 		free:     -1,
+		freeTail: -1,
 		idleHead: -1,
 		idleTail: -1,
 		clock:    clock.OrReal(opts.Clock),
@@ -305,9 +307,28 @@ func (q *Queue[T]) newEntry(item T) int32 {
 		i = int32(len(q.slab) - 1)
 	} else {
 		q.free = q.slab[i].next
+		if q.free < 0 {
+			q.freeTail = -1
+		}
 	}
 	q.slab[i] = entry[T]{item: item, prev: -1, next: -1}
 	return i
+}
+
+// freeEntry appends entry i, already out of the map and of every list, to
+// the free list, dropping its item for the collector. The free list is
+// first in, first out: entries are freed roughly in the order Get handed
+// them out, so reusing them in that order keeps the ready ring walking
+// the slab mostly sequentially, which matters once the slab is larger
+// than the CPU caches. q.mu must be held.
+func (q *Queue[T]) freeEntry(i int32) {
+	q.slab[i] = entry[T]{next: -1}
+	if q.freeTail >= 0 {
+		q.slab[q.freeTail].next = i
+	} else {
+		q.free = i
+	}
+	q.freeTail = i
 }
 
 // retire makes entry i, whose item has finished, idle: it goes to the
@@ -318,7 +339,7 @@ func (q *Queue[T]) newEntry(item T) int32 {
 // q.mu must be held.
 func (q *Queue[T]) retire(i int32) {
 	if q.nproc == 0 && q.ring.len() == 0 && cap(q.slab) > shrinkAbove {
-		q.slab, q.free = nil, -1
+		q.slab, q.free, q.freeTail = nil, -1, -1
 		q.idleHead, q.idleTail, q.nidle = -1, -1, 0
 		q.ring = ring[int32]{}
 		q.items = make(map[T]int32)
@@ -330,8 +351,7 @@ func (q *Queue[T]) retire(i int32) {
 		// and evicting another idle entry would touch a colder part of
 		// the map than deleting this one, which Done just looked up.
 		delete(q.items, e.item)
-		q.slab[i] = entry[T]{next: q.free}
-		q.free = i
+		q.freeEntry(i)
 		return
 	}
 	e.state = stateIdle
@@ -347,8 +367,7 @@ func (q *Queue[T]) retire(i int32) {
 		old := q.idleHead
 		q.unlinkIdle(old)
 		delete(q.items, q.slab[old].item)
-		q.slab[old] = entry[T]{next: q.free} // drop the item for the collector
-		q.free = old
+		q.freeEntry(old)
 	}
 }
 
