@@ -29,6 +29,7 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
+	"reflect"
 	goruntime "runtime"
 	"slices"
 	"sort"
@@ -353,54 +354,59 @@ func BenchmarkWatchDecode(b *testing.B) {
 // unstructured objects (the dynamic-client / custom-resource path).
 func BenchmarkWatchDecodeUnstructured(b *testing.B) {
 	rec := recordStreams(b)[mediaJSON]
-	b.Run("client-go", func(b *testing.B) {
-		b.SetBytes(int64(len(rec.stream)))
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			w, err := clientGoDynamicWatch(io.NopCloser(bytes.NewReader(rec.stream)), rec.contentType)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n := 0
-			for ev := range w.ResultChan() {
-				if _, ok := ev.Object.(*unstructured.Unstructured); !ok {
-					b.Fatalf("%T", ev.Object)
+	for _, impl := range []struct {
+		name   string
+		decode func(testing.TB, recorded) int
+	}{{"client-go", decodeClientGoUnstructured}, {"loom", decodeLoomUnstructured}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.SetBytes(int64(len(rec.stream)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if n := impl.decode(b, rec); n != rec.events {
+					b.Fatalf("decoded %d", n)
 				}
-				n++
 			}
-			if n != rec.events {
-				b.Fatalf("decoded %d", n)
-			}
+			perEvent := float64(b.Elapsed().Nanoseconds()) / float64(b.N*rec.events)
+			b.ReportMetric(1e9/perEvent, "events/s")
+		})
+	}
+}
+
+func decodeClientGoUnstructured(tb testing.TB, rec recorded) int {
+	w, err := clientGoDynamicWatch(io.NopCloser(bytes.NewReader(rec.stream)), rec.contentType)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for ev := range w.ResultChan() {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || u.GetName() == "" {
+			tb.Fatalf("client-go event %s with %T", ev.Type, ev.Object)
 		}
-		perEvent := float64(b.Elapsed().Nanoseconds()) / float64(b.N*rec.events)
-		b.ReportMetric(1e9/perEvent, "events/s")
-	})
-	b.Run("loom", func(b *testing.B) {
-		b.SetBytes(int64(len(rec.stream)))
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			w, err := rest.NewWatcher[unstructured.Unstructured](io.NopCloser(bytes.NewReader(rec.stream)), rec.contentType)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n := 0
-			for {
-				_, err := w.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				n++
-			}
-			if n != rec.events {
-				b.Fatalf("decoded %d", n)
-			}
+		n++
+	}
+	return n
+}
+
+func decodeLoomUnstructured(tb testing.TB, rec recorded) int {
+	w, err := rest.NewWatcher[unstructured.Unstructured](io.NopCloser(bytes.NewReader(rec.stream)), rec.contentType)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for {
+		ev, err := w.Next()
+		if err == io.EOF {
+			return n
 		}
-		perEvent := float64(b.Elapsed().Nanoseconds()) / float64(b.N*rec.events)
-		b.ReportMetric(1e9/perEvent, "events/s")
-	})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if ev.Object.GetName() == "" {
+			tb.Fatal("no name")
+		}
+		n++
+	}
 }
 
 // BenchmarkWatchDecodePaired runs client-go and Loom alternately on the
@@ -414,20 +420,37 @@ func BenchmarkWatchDecodeUnstructured(b *testing.B) {
 // -benchtime Nx for N rounds and -cpu 1.
 func BenchmarkWatchDecodePaired(b *testing.B) {
 	recs := recordStreams(b)
-	for _, format := range []struct{ name, mt string }{{"protobuf", mediaProtobuf}, {"json", mediaJSON}} {
-		rec := recs[format.mt]
-		b.Run(format.name, func(b *testing.B) {
+	touch := func(tb testing.TB, rec recorded, dec func(testing.TB, recorded, func(*corev1.Pod)) int) func() int {
+		return func() int {
+			names := 0
+			n := dec(tb, rec, func(p *corev1.Pod) { names += len(p.Name) })
+			if names == 0 {
+				tb.Fatal("nothing decoded")
+			}
+			return n
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		rec      recorded
+		cg, loom func() int
+	}{
+		{"protobuf", recs[mediaProtobuf], touch(b, recs[mediaProtobuf], decodeClientGo), touch(b, recs[mediaProtobuf], decodeLoom)},
+		{"json", recs[mediaJSON], touch(b, recs[mediaJSON], decodeClientGo), touch(b, recs[mediaJSON], decodeLoom)},
+		{"json-unstructured", recs[mediaJSON], func() int { return decodeClientGoUnstructured(b, recs[mediaJSON]) }, func() int { return decodeLoomUnstructured(b, recs[mediaJSON]) }},
+	} {
+		rec := tc.rec
+		b.Run(tc.name, func(b *testing.B) {
 			type sample struct{ cpuRate, wallRate, allocs float64 }
 			var cg, lo []sample
 			var cpuSpeedup, wallSpeedup, allocRatio []float64
-			measure := func(decode func(testing.TB, recorded, func(*corev1.Pod)) int) sample {
+			measure := func(decode func() int) sample {
 				goruntime.GC()
 				var before, after goruntime.MemStats
 				goruntime.ReadMemStats(&before)
 				cpu0 := cpuTime()
 				start := time.Now()
-				names := 0
-				if n := decode(b, rec, func(p *corev1.Pod) { names += len(p.Name) }); n != rec.events || names == 0 {
+				if n := decode(); n != rec.events {
 					b.Fatalf("decoded %d events", n)
 				}
 				el := time.Since(start)
@@ -442,11 +465,11 @@ func BenchmarkWatchDecodePaired(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				var c, l sample
 				if i%2 == 0 {
-					c = measure(decodeClientGo)
-					l = measure(decodeLoom)
+					c = measure(tc.cg)
+					l = measure(tc.loom)
 				} else {
-					l = measure(decodeLoom)
-					c = measure(decodeClientGo)
+					l = measure(tc.loom)
+					c = measure(tc.cg)
 				}
 				cg, lo = append(cg, c), append(lo, l)
 				cpuSpeedup = append(cpuSpeedup, l.cpuRate/c.cpuRate)
@@ -501,3 +524,36 @@ func median(xs []float64) float64 {
 
 func minOf(xs []float64) float64 { return slices.Min(xs) }
 func maxOf(xs []float64) float64 { return slices.Max(xs) }
+
+// TestWatchDecodersAgreeUnstructured checks the unstructured path the same
+// way: client-go's dynamic decoder and Loom's give equal maps.
+func TestWatchDecodersAgreeUnstructured(t *testing.T) {
+	rec := recordStreams(t)[mediaJSON]
+	w, err := clientGoDynamicWatch(io.NopCloser(bytes.NewReader(rec.stream)), rec.contentType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var theirs []map[string]interface{}
+	for ev := range w.ResultChan() {
+		theirs = append(theirs, ev.Object.(*unstructured.Unstructured).Object)
+	}
+	lw, err := rest.NewWatcher[unstructured.Unstructured](io.NopCloser(bytes.NewReader(rec.stream)), rec.contentType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		ev, err := lw.Next()
+		if err == io.EOF {
+			if i != len(theirs) || i != streamPods {
+				t.Fatalf("loom %d events, client-go %d", i, len(theirs))
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(ev.Object.Object, theirs[i]) {
+			t.Fatalf("event %d differs", i)
+		}
+	}
+}

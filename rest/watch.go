@@ -194,7 +194,7 @@ func (w *Watcher[PT]) decodeObject(obj []byte, v any) error {
 		}
 		return decodeProtoObject(env, v)
 	}
-	return json.Unmarshal(obj, v)
+	return decodeJSON(obj, v)
 }
 
 // fill reads more data into the buffer, growing it so that at least need

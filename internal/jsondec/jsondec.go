@@ -1,0 +1,422 @@
+// Package jsondec parses JSON into the generic form unstructured objects
+// use (map[string]interface{}, []interface{}, string, int64, float64,
+// bool, nil), faster than encoding/json's reflection-driven path.
+//
+// # Semantics
+//
+// The result equals what k8s.io/apimachinery/pkg/util/json.Unmarshal (the
+// decoder behind unstructured.Unstructured) gives for the same input:
+// numbers without a '.' that fit in int64 become int64, other numbers
+// float64 (a number that overflows float64 is an error); a repeated key
+// keeps its last value; invalid UTF-8 and unpaired surrogate escapes become
+// U+FFFD; nesting deeper than 10,000 is an error; anything after the value
+// other than white space is an error. A differential fuzz test checks the
+// equivalence.
+//
+// # Strings
+//
+// Strings without escapes are slices of one copy of the input made per
+// call, as in internal/protodec: keeping one string keeps that copy alive.
+package jsondec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+const maxDepth = 10000
+
+// SyntaxError reports malformed JSON. It never quotes the input.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("jsondec: %s at offset %d", e.Msg, e.Offset)
+}
+
+// ErrNotObject is returned by [Object] when the input is valid JSON but not
+// an object.
+var ErrNotObject = errors.New("jsondec: value is not a JSON object")
+
+// Object parses data, which must hold one JSON object, into a map.
+func Object(data []byte) (map[string]interface{}, error) {
+	p := parser{data: data}
+	if len(data) > 0 {
+		p.s = string(data)
+	}
+	p.skipSpace()
+	if p.i >= len(p.data) {
+		return nil, p.errf("unexpected end of input")
+	}
+	if p.data[p.i] != '{' {
+		// Still validate, so that garbage and "not an object" differ.
+		if _, err := p.value(0); err != nil {
+			return nil, err
+		}
+		if err := p.end(); err != nil {
+			return nil, err
+		}
+		return nil, ErrNotObject
+	}
+	m, err := p.object(0)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.end(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+type parser struct {
+	data []byte
+	s    string
+	i    int
+}
+
+func (p *parser) errf(format string, args ...any) error {
+	return &SyntaxError{Offset: p.i, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) end() error {
+	p.skipSpace()
+	if p.i != len(p.data) {
+		return p.errf("invalid character after top-level value")
+	}
+	return nil
+}
+
+func (p *parser) skipSpace() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(depth int) (interface{}, error) {
+	p.skipSpace()
+	if p.i >= len(p.data) {
+		return nil, p.errf("unexpected end of input")
+	}
+	switch c := p.data[p.i]; {
+	case c == '{':
+		m, err := p.object(depth)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		return p.str()
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	default:
+		return nil, p.errf("invalid character %q looking for beginning of value", c)
+	}
+}
+
+func (p *parser) literal(lit string) error {
+	if len(p.data)-p.i < len(lit) || string(p.data[p.i:p.i+len(lit)]) != lit {
+		return p.errf("invalid literal")
+	}
+	p.i += len(lit)
+	return nil
+}
+
+func (p *parser) object(depth int) (map[string]interface{}, error) {
+	if depth >= maxDepth {
+		return nil, p.errf("exceeded max depth")
+	}
+	p.i++ // '{'
+	m := make(map[string]interface{})
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == '}' {
+		p.i++
+		return m, nil
+	}
+	for {
+		p.skipSpace()
+		if p.i >= len(p.data) || p.data[p.i] != '"' {
+			return nil, p.errf("expected a string for an object key")
+		}
+		k, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.i >= len(p.data) || p.data[p.i] != ':' {
+			return nil, p.errf("expected ':' after object key")
+		}
+		p.i++
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+		p.skipSpace()
+		if p.i >= len(p.data) {
+			return nil, p.errf("unexpected end of input in object")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return m, nil
+		default:
+			return nil, p.errf("expected ',' or '}' in object")
+		}
+	}
+}
+
+func (p *parser) array(depth int) ([]interface{}, error) {
+	if depth >= maxDepth {
+		return nil, p.errf("exceeded max depth")
+	}
+	p.i++ // '['
+	a := []interface{}{}
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == ']' {
+		p.i++
+		return a, nil
+	}
+	for {
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		p.skipSpace()
+		if p.i >= len(p.data) {
+			return nil, p.errf("unexpected end of input in array")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return a, nil
+		default:
+			return nil, p.errf("expected ',' or ']' in array")
+		}
+	}
+}
+
+// str parses a string at p.i (which holds '"').
+func (p *parser) str() (string, error) {
+	p.i++
+	start := p.i
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		switch {
+		case c == '"':
+			s := p.s[start:p.i]
+			p.i++
+			return s, nil
+		case c == '\\' || c >= utf8.RuneSelf:
+			return p.slowStr(start)
+		case c < 0x20:
+			return "", p.errf("invalid control character in string")
+		}
+		p.i++
+	}
+	return "", p.errf("unexpected end of input in string")
+}
+
+// slowStr handles escapes and non-ASCII bytes (which must be valid UTF-8
+// or are replaced by U+FFFD, as encoding/json does).
+func (p *parser) slowStr(start int) (string, error) {
+	buf := make([]byte, 0, p.i-start+16)
+	buf = append(buf, p.data[start:p.i]...)
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			// buf is not touched again, so it can back the string.
+			return unsafe.String(unsafe.SliceData(buf), len(buf)), nil
+		case c < 0x20:
+			return "", p.errf("invalid control character in string")
+		case c == '\\':
+			if p.i+1 >= len(p.data) {
+				return "", p.errf("unexpected end of input in string escape")
+			}
+			e := p.data[p.i+1]
+			p.i += 2
+			switch e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, ok := p.hex4()
+				if !ok {
+					return "", p.errf("invalid \\u escape")
+				}
+				if utf16.IsSurrogate(r) {
+					// A pair, or U+FFFD.
+					r2 := rune(-1)
+					if p.i+1 < len(p.data) && p.data[p.i] == '\\' && p.data[p.i+1] == 'u' {
+						save := p.i
+						p.i += 2
+						if x, ok := p.hex4(); ok {
+							r2 = x
+						} else {
+							return "", p.errf("invalid \\u escape")
+						}
+						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+							buf = utf8.AppendRune(buf, dec)
+							continue
+						}
+						p.i = save // not a pair: the second escape stands alone
+					}
+					buf = utf8.AppendRune(buf, utf8.RuneError)
+					continue
+				}
+				buf = utf8.AppendRune(buf, r)
+			default:
+				return "", p.errf("invalid escape character %q", e)
+			}
+		case c < utf8.RuneSelf:
+			buf = append(buf, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRune(p.data[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				buf = utf8.AppendRune(buf, utf8.RuneError)
+			} else {
+				buf = append(buf, p.data[p.i:p.i+size]...)
+			}
+			p.i += size
+		}
+	}
+	return "", p.errf("unexpected end of input in string")
+}
+
+func (p *parser) hex4() (rune, bool) {
+	if len(p.data)-p.i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.data[p.i : p.i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r*16 + rune(c)
+	}
+	p.i += 4
+	return r, true
+}
+
+// number parses a JSON number with the grammar's exact rules.
+func (p *parser) number() (interface{}, error) {
+	start := p.i
+	d := p.data
+	if d[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i < len(d) && d[p.i] == '0':
+		p.i++
+	case p.i < len(d) && d[p.i] >= '1' && d[p.i] <= '9':
+		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
+			p.i++
+		}
+	default:
+		return nil, p.errf("invalid number")
+	}
+	isInt := true
+	if p.i < len(d) && d[p.i] == '.' {
+		isInt = false
+		p.i++
+		if p.i >= len(d) || d[p.i] < '0' || d[p.i] > '9' {
+			return nil, p.errf("invalid number")
+		}
+		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
+			p.i++
+		}
+	}
+	if p.i < len(d) && (d[p.i] == 'e' || d[p.i] == 'E') {
+		p.i++
+		if p.i < len(d) && (d[p.i] == '+' || d[p.i] == '-') {
+			p.i++
+		}
+		if p.i >= len(d) || d[p.i] < '0' || d[p.i] > '9' {
+			return nil, p.errf("invalid number")
+		}
+		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
+			p.i++
+		}
+	}
+	s := p.s[start:p.i]
+	if isInt {
+		// Without a '.', an integer that fits int64 stays an integer (an
+		// exponent makes ParseInt fail, so "1e3" is a float, as upstream).
+		if n, ok := fastInt(s); ok {
+			return n, nil
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, &SyntaxError{Offset: start, Msg: "number out of range"}
+	}
+	return f, nil
+}
+
+// fastInt parses short plain integers without strconv.
+func fastInt(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
