@@ -456,3 +456,38 @@ func TestCanaryNoSecretsInLogsOrErrors(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+func TestTLSServerNameAndProxy(t *testing.T) {
+	ca := newTestCA(t, "server-ca")
+	srv := newTLSServer(t, ca, nil, echoAuth(nil))
+	// The serving certificate is for 127.0.0.1 and "localhost"; connect by
+	// IP but verify the name "localhost".
+	c, err := New(config.Config{Host: srv.URL, TLS: config.TLS{CAData: ca.certPEM, ServerName: "localhost"}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get().AbsPath("x").Do(t.Context(), nil); err != nil {
+		t.Fatalf("tls-server-name localhost: %v", err)
+	}
+
+	// proxy-url: a plain-HTTP target is fetched through the proxy with an
+	// absolute request URI.
+	var proxied atomic.Value
+	proxy := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied.Store(r.URL.String())
+		w.Write([]byte(`{}`))
+	}))
+	c, err = New(config.Config{Host: "http://api.invalid:8080", ProxyURL: proxy}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get().AbsPath("version").Do(t.Context(), nil); err != nil {
+		t.Fatalf("through proxy: %v", err)
+	}
+	if got, _ := proxied.Load().(string); got != "http://api.invalid:8080/version" {
+		t.Errorf("proxy saw %q", got)
+	}
+	if _, err := New(config.Config{Host: "https://x", ProxyURL: "ftp://proxy"}, Options{}); err == nil {
+		t.Error("ftp proxy should be rejected")
+	}
+}

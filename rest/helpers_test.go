@@ -236,3 +236,9 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // yield lets other goroutines run while a test waits for the code under
 // test to arm a fake-clock timer.
 func yield() { runtime2.Gosched() }
+
+func httptestServer(t testing.TB, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
