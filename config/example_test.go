@@ -108,3 +108,34 @@ func ExampleInCluster() {
 	fmt.Println(err)
 	// Output: config: not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set
 }
+
+func ExampleKubeconfig_Marshal() {
+	kc, err := config.Parse([]byte(`current-context: a
+contexts:
+- name: a
+  context: {cluster: c, user: u, namespace: ns}
+clusters:
+- name: c
+  cluster: {server: "https://c.example"}
+`), "")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, _ := kc.Marshal()
+	fmt.Print(string(out))
+	// Output:
+	// apiVersion: v1
+	// clusters:
+	// - cluster:
+	//     server: https://c.example
+	//   name: c
+	// contexts:
+	// - context:
+	//     cluster: c
+	//     namespace: ns
+	//     user: u
+	//   name: a
+	// current-context: a
+	// kind: Config
+}

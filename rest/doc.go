@@ -76,6 +76,10 @@
 // one backing array; retaining any of them retains the object's encoded
 // size, which matters only if you keep a few strings of many objects and
 // drop the objects. Types it cannot plan fall back to the generated code.
+// Likewise, *unstructured.Unstructured objects are parsed from JSON by a
+// hand-written parser (internal/jsondec) with the same results as
+// apimachinery's decoder, and their unescaped strings share one copy of
+// the object's bytes.
 //
 // # Errors
 //

@@ -179,3 +179,36 @@ func ExampleObserverFunc() {
 	_ = c.Get().Namespace("default").Resource("pods").Name("web-0").Do(context.Background(), nil)
 	// Output: GET pods 200 0
 }
+
+func ExampleClient_Patch() {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type") + " " + string(b)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"settings"},"data":{"mode":"fast"}}`)
+	}))
+	defer srv.Close()
+	c, _ := rest.New(config.Config{Host: srv.URL}, rest.Options{})
+
+	var cm corev1.ConfigMap
+	err := c.Patch("application/merge-patch+json").Namespace("default").Resource("configmaps").Name("settings").
+		Options(&metav1.PatchOptions{FieldManager: "example"}).
+		Body([]byte(`{"data":{"mode":"fast"}}`)).Do(context.Background(), &cm)
+	fmt.Println(got)
+	fmt.Println(cm.Data["mode"], err)
+	// Output:
+	// PATCH /api/v1/namespaces/default/configmaps/settings application/merge-patch+json {"data":{"mode":"fast"}}
+	// fast <nil>
+}
+
+func ExampleTLSVerificationError() {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	// No CA given: the system roots do not trust the test server.
+	c, _ := rest.New(config.Config{Host: srv.URL}, rest.Options{})
+	err := c.Get().AbsPath("version").Do(context.Background(), nil)
+	var tv *rest.TLSVerificationError
+	fmt.Println(errors.As(err, &tv))
+	// Output: true
+}
