@@ -3,10 +3,14 @@ package rest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -489,5 +493,28 @@ func TestTLSServerNameAndProxy(t *testing.T) {
 	}
 	if _, err := New(config.Config{Host: "https://x", ProxyURL: "ftp://proxy"}, Options{}); err == nil {
 		t.Error("ftp proxy should be rejected")
+	}
+}
+
+func TestExpiredServerCertificate(t *testing.T) {
+	ca := newTestCA(t, "server-ca")
+	certPEM, keyPEM := ca.issueValid(t, "server", true, time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(echoAuth(nil))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	c, err := New(config.Config{Host: srv.URL, TLS: config.TLS{CAData: ca.certPEM}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Get().AbsPath("x").Do(t.Context(), nil)
+	var tv *TLSVerificationError
+	if !errors.As(err, &tv) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("err = %v, want a TLSVerificationError about expiry", err)
 	}
 }

@@ -63,6 +63,12 @@ func newTestCA(t testing.TB, name string) *testCA {
 // issue returns a PEM certificate and key signed by the CA.
 func (ca *testCA) issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
+	return ca.issueValid(t, cn, server, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// issueValid is issue with an explicit validity window.
+func (ca *testCA) issueValid(t testing.TB, cn string, server bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +76,8 @@ func (ca *testCA) issue(t testing.TB, cn string, server bool) (certPEM, keyPEM [
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
