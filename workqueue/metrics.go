@@ -80,7 +80,11 @@ func newQueueMetrics[T comparable](q *Queue[T], m Metrics, period time.Duration)
 	}
 	qm := &queueMetrics[T]{m: m, q: q, clock: q.clock, epoch: q.clock.Now(), period: period, head: -1, tail: -1}
 	if m.UnfinishedWork != nil || m.LongestRunningProcessor != nil {
+		// Arm the periodic update under the queue's mutex: on a real clock
+		// it may fire before AfterFunc returns, and tick reads qm.timer.
+		q.mu.Lock()
 		qm.timer = q.clock.AfterFunc(period, qm.tick)
+		q.mu.Unlock()
 	}
 	return qm
 }

@@ -63,9 +63,10 @@ const maxReported = 20
 // ShutDownWithDrain at the end. Workers re-add items while processing
 // them, including the item they hold. If the queue also implements
 // [workqueue.DelayingInterface], producers sometimes use AddAfter with
-// sub-millisecond delays on its real clock; those adds are counted for
-// the duplicate check but not for the lost-item check, since ShutDown may
-// rightly drop them.
+// sub-millisecond delays on its real clock, and if it implements
+// [workqueue.RateLimitingInterface], AddRateLimited, Forget and
+// NumRequeues; those adds are counted for the duplicate check but not for
+// the lost-item check, since ShutDown may rightly drop them.
 func Stress(newQueue NewQueue, opts StressOptions) (StressResult, error) {
 	if opts.Sequences <= 0 {
 		opts.Sequences = 10_000
@@ -187,6 +188,25 @@ func (r *round) tryAddAfter(dq workqueue.DelayingInterface[string], i int, d tim
 	r.ops.Add(1)
 }
 
+// tryAddRateLimited is a failed item's retry: Forget or AddRateLimited,
+// at random. It counts for the duplicate check only, like tryAddAfter.
+func (r *round) tryAddRateLimited(rq workqueue.RateLimitingInterface[string], i int) {
+	r.addsActive.Add(1)
+	defer r.addsActive.Add(-1)
+	if r.addsClosed.Load() {
+		return
+	}
+	if i%3 == 0 {
+		rq.Forget(r.keys[i])
+		_ = rq.NumRequeues(r.keys[i])
+		r.ops.Add(2)
+		return
+	}
+	r.state[i].adds.Add(1)
+	rq.AddRateLimited(r.keys[i])
+	r.ops.Add(1)
+}
+
 func (r *round) checkLen() {
 	if n := r.q.Len(); n > len(r.keys) {
 		r.rep.report("dedup: Len = %d with only %d distinct items", n, len(r.keys))
@@ -201,6 +221,7 @@ func (r *round) run() {
 		index[k] = i
 	}
 	dq, delaying := r.q.(workqueue.DelayingInterface[string])
+	rq, limiting := r.q.(workqueue.RateLimitingInterface[string])
 
 	var workers sync.WaitGroup
 	for w := range r.workers {
@@ -277,6 +298,8 @@ func (r *round) run() {
 						r.tryAdd(rng.IntN(len(r.keys)))
 					case c < 14 && delaying:
 						r.tryAddAfter(dq, rng.IntN(len(r.keys)), time.Duration(rng.IntN(200))*time.Microsecond)
+					case c == 14 && limiting:
+						r.tryAddRateLimited(rq, rng.IntN(len(r.keys)))
 					default:
 						r.checkLen()
 					}
