@@ -164,9 +164,16 @@ func build(t reflect.Type, building map[reflect.Type]*plan) *plan {
 	return p
 }
 
+// isCustom reports whether t decodes itself: a type with an Unmarshal
+// method that is not a struct described by protobuf tags (metav1.Time,
+// resource.Quantity, or a named slice such as metav1.Verbs, which is a
+// message wrapping a repeated field).
 func isCustom(t reflect.Type) bool {
-	if t.Kind() != reflect.Struct || !reflect.PointerTo(t).Implements(unmarshalerType) {
+	if !reflect.PointerTo(t).Implements(unmarshalerType) {
 		return false
+	}
+	if t.Kind() != reflect.Struct {
+		return t.Kind() != reflect.Pointer && t.Kind() != reflect.Interface
 	}
 	for i := 0; i < t.NumField(); i++ {
 		if tag := t.Field(i).Tag.Get("protobuf"); tag != "" && tag != "-" {
@@ -200,6 +207,11 @@ func scalarKind(t reflect.Type, wire string) (kind, uintptr, error) {
 
 func (f *field) setup(t reflect.Type, wire string, rep bool, building map[reflect.Type]*plan) error {
 	switch {
+	case isCustom(t):
+		f.elem = t
+		f.kind = kCustom
+		f.custom = customOf(t)
+		return nil
 	case t.Kind() == reflect.Map:
 		f.isMap = true
 		f.elem = t.Elem()
@@ -534,7 +546,20 @@ func (d *decoder) value(p *plan, num uint64, f *field, ep unsafe.Pointer, wt, va
 		case customQuantity:
 			return (*resource.Quantity)(ep).Unmarshal(data)
 		}
-		return reflect.NewAt(f.elem, ep).Interface().(unmarshaler).Unmarshal(data)
+		pv := reflect.NewAt(f.elem, ep)
+		// The generated code makes a nil slice or map non-nil before
+		// calling the type's own Unmarshal (metav1.Verbs).
+		switch e := pv.Elem(); e.Kind() {
+		case reflect.Slice:
+			if e.IsNil() {
+				e.Set(reflect.MakeSlice(f.elem, 0, 0))
+			}
+		case reflect.Map:
+			if e.IsNil() {
+				e.Set(reflect.MakeMap(f.elem))
+			}
+		}
+		return pv.Interface().(unmarshaler).Unmarshal(data)
 	}
 	return nil
 }
@@ -650,8 +675,10 @@ func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte) error {
 		// ResourceList and friends: the same layout as
 		// map[string]resource.Quantity.
 		var q resource.Quantity
-		if err := q.Unmarshal(valData); err != nil {
-			return err
+		if haveVal {
+			if err := q.Unmarshal(valData); err != nil {
+				return err
+			}
 		}
 		(*(*map[string]resource.Quantity)(fp))[key] = q
 		return nil
@@ -659,12 +686,19 @@ func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte) error {
 	m := reflect.NewAt(f.typ, fp).Elem()
 	d.key = key
 	kv := reflect.NewAt(f.typ.Key(), unsafe.Pointer(&d.key)).Elem()
-	if d.scratchType != f.elem {
-		d.scratchType, d.scratch = f.elem, reflect.New(f.elem)
+	var vv reflect.Value
+	if f.val == kMessage {
+		// A message value may itself hold maps (even of its own type), so
+		// it gets its own space rather than the shared scratch.
+		vv = reflect.New(f.elem)
 	} else {
-		d.scratch.Elem().SetZero()
+		if d.scratchType != f.elem {
+			d.scratchType, d.scratch = f.elem, reflect.New(f.elem)
+		} else {
+			d.scratch.Elem().SetZero()
+		}
+		vv = d.scratch
 	}
-	vv := d.scratch
 	switch f.val {
 	case kBytes:
 		if haveVal {
@@ -673,12 +707,24 @@ func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte) error {
 			vv.Elem().SetBytes([]byte{})
 		}
 	case kCustom:
-		if err := vv.Interface().(unmarshaler).Unmarshal(valData); err != nil {
-			return err
+		// Like the generated code: the value starts as an empty, non-nil
+		// T{} and is decoded only if present.
+		switch e := vv.Elem(); e.Kind() {
+		case reflect.Slice:
+			e.Set(reflect.MakeSlice(f.elem, 0, 0))
+		case reflect.Map:
+			e.Set(reflect.MakeMap(f.elem))
+		}
+		if haveVal {
+			if err := vv.Interface().(unmarshaler).Unmarshal(valData); err != nil {
+				return err
+			}
 		}
 	case kMessage:
-		if err := d.message(f.valSub, valData, vv.UnsafePointer()); err != nil {
-			return err
+		if haveVal {
+			if err := d.message(f.valSub, valData, vv.UnsafePointer()); err != nil {
+				return err
+			}
 		}
 	}
 	m.SetMapIndex(kv, vv.Elem())
