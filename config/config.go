@@ -127,7 +127,9 @@ type ExecConfig struct {
 
 // ExecEnvVar is one environment variable for an exec plugin.
 type ExecEnvVar struct {
-	Name  string `json:"name"`
+	// Name is the variable's name.
+	Name string `json:"name"`
+	// Value is its value. Never logged.
 	Value string `json:"value"`
 }
 

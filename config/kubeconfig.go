@@ -32,33 +32,54 @@ type Kubeconfig struct {
 
 // Cluster is a clusters[].cluster entry.
 type Cluster struct {
-	Server                   string `json:"server,omitempty"`
-	TLSServerName            string `json:"tls-server-name,omitempty"`
-	InsecureSkipTLSVerify    bool   `json:"insecure-skip-tls-verify,omitempty"`
-	CertificateAuthority     string `json:"certificate-authority,omitempty"`
+	// Server is the API server URL (server).
+	Server string `json:"server,omitempty"`
+	// TLSServerName is the name to verify the server certificate against (tls-server-name).
+	TLSServerName string `json:"tls-server-name,omitempty"`
+	// InsecureSkipTLSVerify turns off server certificate verification (insecure-skip-tls-verify).
+	InsecureSkipTLSVerify bool `json:"insecure-skip-tls-verify,omitempty"`
+	// CertificateAuthority is a PEM CA file, made absolute by Parse (certificate-authority).
+	CertificateAuthority string `json:"certificate-authority,omitempty"`
+	// CertificateAuthorityData is inline PEM CA data (certificate-authority-data).
 	CertificateAuthorityData []byte `json:"certificate-authority-data,omitempty"`
-	ProxyURL                 string `json:"proxy-url,omitempty"`
-	DisableCompression       bool   `json:"disable-compression,omitempty"`
+	// ProxyURL is the proxy for requests to this cluster (proxy-url).
+	ProxyURL string `json:"proxy-url,omitempty"`
+	// DisableCompression turns off response compression (disable-compression).
+	DisableCompression bool `json:"disable-compression,omitempty"`
 	// Origin is the file this entry came from (not part of the file format).
 	Origin string `json:"-"`
 }
 
 // User is a users[].user entry (an "AuthInfo" in kubectl's terms).
 type User struct {
-	ClientCertificate     string              `json:"client-certificate,omitempty"`
-	ClientCertificateData []byte              `json:"client-certificate-data,omitempty"`
-	ClientKey             string              `json:"client-key,omitempty"`
-	ClientKeyData         []byte              `json:"client-key-data,omitempty"`
-	Token                 string              `json:"token,omitempty"`
-	TokenFile             string              `json:"tokenFile,omitempty"`
-	Impersonate           string              `json:"as,omitempty"`
-	ImpersonateUID        string              `json:"as-uid,omitempty"`
-	ImpersonateGroups     []string            `json:"as-groups,omitempty"`
-	ImpersonateUserExtra  map[string][]string `json:"as-user-extra,omitempty"`
-	Username              string              `json:"username,omitempty"`
-	Password              string              `json:"password,omitempty"`
-	AuthProvider          *AuthProvider       `json:"auth-provider,omitempty"`
-	Exec                  *ExecConfig         `json:"exec,omitempty"`
+	// ClientCertificate is a PEM client certificate file, made absolute by Parse.
+	ClientCertificate string `json:"client-certificate,omitempty"`
+	// ClientCertificateData is inline PEM client certificate data.
+	ClientCertificateData []byte `json:"client-certificate-data,omitempty"`
+	// ClientKey is a PEM private key file, made absolute by Parse.
+	ClientKey string `json:"client-key,omitempty"`
+	// ClientKeyData is inline PEM private key data. Never logged.
+	ClientKeyData []byte `json:"client-key-data,omitempty"`
+	// Token is a bearer token. Never logged.
+	Token string `json:"token,omitempty"`
+	// TokenFile is a file holding a bearer token, made absolute by Parse.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// Impersonate is the user to act as (as).
+	Impersonate string `json:"as,omitempty"`
+	// ImpersonateUID is the UID to act as (as-uid).
+	ImpersonateUID string `json:"as-uid,omitempty"`
+	// ImpersonateGroups are the groups to act as (as-groups).
+	ImpersonateGroups []string `json:"as-groups,omitempty"`
+	// ImpersonateUserExtra are extra attributes to act with (as-user-extra).
+	ImpersonateUserExtra map[string][]string `json:"as-user-extra,omitempty"`
+	// Username is for basic authentication.
+	Username string `json:"username,omitempty"`
+	// Password is for basic authentication. Never logged.
+	Password string `json:"password,omitempty"`
+	// AuthProvider is the legacy auth-provider stanza (unsupported).
+	AuthProvider *AuthProvider `json:"auth-provider,omitempty"`
+	// Exec is an exec credential plugin.
+	Exec *ExecConfig `json:"exec,omitempty"`
 	// Origin is the file this entry came from (not part of the file format).
 	Origin string `json:"-"`
 }
@@ -66,14 +87,19 @@ type User struct {
 // AuthProvider is the legacy auth-provider stanza. It is parsed so that it can
 // be reported; Loom does not implement auth providers (use an exec plugin).
 type AuthProvider struct {
-	Name   string            `json:"name"`
+	// Name is the provider name, for example "oidc".
+	Name string `json:"name"`
+	// Config is the provider configuration.
 	Config map[string]string `json:"config,omitempty"`
 }
 
 // Context is a contexts[].context entry.
 type Context struct {
-	Cluster   string `json:"cluster"`
-	User      string `json:"user"`
+	// Cluster names the cluster entry.
+	Cluster string `json:"cluster"`
+	// User names the user entry.
+	User string `json:"user"`
+	// Namespace is the default namespace; empty means "default".
 	Namespace string `json:"namespace,omitempty"`
 	// Origin is the file this entry came from (not part of the file format).
 	Origin string `json:"-"`

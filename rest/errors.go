@@ -89,8 +89,10 @@ func bodySnippet(b []byte) string {
 // verified: an unknown CA, an expired certificate or a name mismatch. It
 // wraps the crypto/x509 or crypto/tls error.
 type TLSVerificationError struct {
+	// Host is the server's host:port.
 	Host string
-	Err  error
+	// Err is the crypto/x509 or crypto/tls error.
+	Err error
 }
 
 // Error says that TLS verification failed and why.

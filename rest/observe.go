@@ -39,7 +39,8 @@ type RequestInfo struct {
 	Latency time.Duration
 	// Attempt counts from 0; Attempt > 0 means this was a retry.
 	Attempt int
-	// Retrying says that another attempt follows, after RetryAfter.
-	Retrying   bool
+	// Retrying says that another attempt follows.
+	Retrying bool
+	// RetryAfter is the wait before that attempt.
 	RetryAfter time.Duration
 }

@@ -24,8 +24,11 @@ import (
 // For the other types Status is nil. A Bookmark's object carries only its
 // resourceVersion (and annotations).
 type Event[T any] struct {
-	Type   watch.EventType
+	// Type is the event type.
+	Type watch.EventType
+	// Object is the decoded object; the zero value for Error events.
 	Object T
+	// Status is the server's status for Error events; nil otherwise.
 	Status *metav1.Status
 }
 
