@@ -488,3 +488,40 @@ func TestIntegrationRetry429(t *testing.T) {
 		t.Fatalf("POST: %v after %d requests, want one 429", err, fp.seen.Load())
 	}
 }
+
+// TestIntegrationUnstructured reads and watches through the unstructured
+// (JSON) path, as a dynamic client would, with a protobuf client: the
+// requests fall back to JSON.
+func TestIntegrationUnstructured(t *testing.T) {
+	c := adminClient(t, rest.Protobuf)
+	ns := createNamespace(t, c)
+	var list unstructured.UnstructuredList
+	if err := c.Get().Namespace(ns).Resource("configmaps").Do(t.Context(), &list); err != nil {
+		t.Fatal(err)
+	}
+	w, err := rest.Watch[unstructured.Unstructured](t.Context(), c.Get().Namespace(ns).Resource("configmaps").
+		Options(&metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cm := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]interface{}{"name": "u", "labels": map[string]interface{}{"n": "1"}},
+		"data":     map[string]interface{}{"text": "héllo \"quoted\"\n", "num": "42"},
+	}}
+	if err := c.Post().Namespace(ns).Resource("configmaps").Body(cm).Do(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := w.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != watch.Added || ev.Object.GetName() != "u" || ev.Object.GetKind() != "ConfigMap" {
+		t.Fatalf("event %s %v", ev.Type, ev.Object.Object)
+	}
+	data, _, _ := unstructured.NestedStringMap(ev.Object.Object, "data")
+	if data["text"] != "héllo \"quoted\"\n" || data["num"] != "42" {
+		t.Errorf("data = %q", data)
+	}
+}
