@@ -1,0 +1,65 @@
+package cache
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/rest"
+)
+
+// Watch is a stream of watch events: *rest.Watcher implements it. Next
+// returns io.EOF when the server ends the stream cleanly.
+type Watch[T any] interface {
+	Next() (rest.Event[T], error)
+	Stop()
+}
+
+// ListerWatcher lists and watches one resource, in one namespace or all.
+// [ListWatch] makes one from a client; tests script their own.
+type ListerWatcher[T any] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*client.List[T], error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (Watch[T], error)
+}
+
+// ListWatchOptions narrow what [ListWatch] lists and watches. The zero
+// value means everything the client sees.
+type ListWatchOptions struct {
+	// LabelSelector and FieldSelector filter objects on the server.
+	LabelSelector string
+	FieldSelector string
+}
+
+// ListWatch returns the ListerWatcher of a client (scoped to its
+// namespace, if any), with the selectors of opts added to every call.
+func ListWatch[T client.Object](c *client.Client[T], opts ListWatchOptions) ListerWatcher[T] {
+	return clientLW[T]{c: c, opts: opts}
+}
+
+type clientLW[T client.Object] struct {
+	c    *client.Client[T]
+	opts ListWatchOptions
+}
+
+func (lw clientLW[T]) with(o metav1.ListOptions) metav1.ListOptions {
+	if lw.opts.LabelSelector != "" {
+		o.LabelSelector = lw.opts.LabelSelector
+	}
+	if lw.opts.FieldSelector != "" {
+		o.FieldSelector = lw.opts.FieldSelector
+	}
+	return o
+}
+
+func (lw clientLW[T]) List(ctx context.Context, o metav1.ListOptions) (*client.List[T], error) {
+	return lw.c.List(ctx, lw.with(o))
+}
+
+func (lw clientLW[T]) Watch(ctx context.Context, o metav1.ListOptions) (Watch[T], error) {
+	w, err := lw.c.Watch(ctx, lw.with(o))
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}

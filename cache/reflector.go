@@ -1,0 +1,460 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/internal/clock"
+)
+
+// StreamingList says whether a Reflector fills its store with a streaming
+// list (a watch with sendInitialEvents=true) or a paginated list.
+type StreamingList uint8
+
+const (
+	// StreamingAuto tries a streaming list and falls back to a paginated
+	// list, for good, when the server refuses it.
+	StreamingAuto StreamingList = iota
+	// StreamingOff always uses paginated lists.
+	StreamingOff
+)
+
+// initialEventsEnd is the annotation on the bookmark that ends the initial
+// events of a streaming list.
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+// ReflectorOptions configure [NewReflector]. The zero value is valid.
+type ReflectorOptions struct {
+	// Name names the reflector in logs and errors. Default: the object
+	// type, such as "*v1.Pod".
+	Name string
+	// Logger receives progress and retry messages. Nil means discard.
+	Logger *slog.Logger
+	// ErrorHandler is called with every list and watch error, before the
+	// reflector backs off and tries again, so that failures such as RBAC
+	// denials or a missing CRD are seen where they happen. Nil means they
+	// are only logged (and kept for LastError).
+	ErrorHandler func(error)
+	// PageSize is the limit of each page of a paginated list. Zero means
+	// 500.
+	PageSize int64
+	// Streaming chooses streaming or paginated lists. Default StreamingAuto.
+	Streaming StreamingList
+	// MinWatchTimeout is the least time a watch is asked to last; each
+	// watch asks for a random time between it and twice it, so that many
+	// reflectors do not re-watch in step. Zero means five minutes.
+	MinWatchTimeout time.Duration
+	// InitialBackoff and MaxBackoff bound the wait after an error, which
+	// doubles with each consecutive error and is jittered by up to half.
+	// Zero means 800 ms and 30 s.
+	InitialBackoff, MaxBackoff time.Duration
+
+	clock clock.Clock // tests only
+}
+
+// Reflector keeps a store in step with the server: it lists (or streams a
+// list), replaces the store's contents with the result, then watches from
+// the list's resourceVersion and applies each event, as GUIDE §4 says:
+//
+//   - bookmarks are requested and only advance the resourceVersion;
+//   - after a transient error (a broken connection, a clean end of the
+//     watch, a server error) it watches again from the last
+//     resourceVersion it saw;
+//   - after 410 Gone (the resourceVersion was compacted) it lists again,
+//     with a consistent read, and replaces the store;
+//   - errors are reported to ErrorHandler and kept for LastError, and
+//     followed by a jittered exponential backoff.
+//
+// The store is written only by the reflector's Run goroutine.
+type Reflector[T client.Object] struct {
+	lw    ListerWatcher[T]
+	store Writer[T]
+	opts  ReflectorOptions
+	log   *slog.Logger
+	clock clock.Clock
+
+	mu       sync.Mutex
+	rv       string
+	synced   bool
+	lastErr  error
+	noStream bool // the server refused streaming lists
+	stats    ReflectorStats
+}
+
+// ReflectorStats count what a Reflector has done, for tests and metrics.
+type ReflectorStats struct {
+	// Lists counts the full lists (paginated or streaming) that replaced
+	// the store's contents: the first, and one per relist after 410 Gone.
+	Lists int
+	// StreamingLists counts the Lists that were streaming lists.
+	StreamingLists int
+	// Watches counts the watches started, streaming lists included.
+	Watches int
+	// Errors counts the errors reported.
+	Errors int
+}
+
+// Stats returns the counts so far.
+func (r *Reflector[T]) Stats() ReflectorStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// NewReflector returns a reflector that fills store from lw. It does
+// nothing until Run.
+func NewReflector[T client.Object](lw ListerWatcher[T], store Writer[T], opts ReflectorOptions) *Reflector[T] {
+	if opts.Name == "" {
+		opts.Name = reflect.TypeFor[T]().String()
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 500
+	}
+	if opts.MinWatchTimeout <= 0 {
+		opts.MinWatchTimeout = 5 * time.Minute
+	}
+	if opts.InitialBackoff <= 0 {
+		opts.InitialBackoff = 800 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Reflector[T]{lw: lw, store: store, opts: opts, log: log.With("reflector", opts.Name), clock: clock.OrReal(opts.clock), noStream: opts.Streaming == StreamingOff}
+}
+
+// HasSynced reports whether the store has been filled by a first full list.
+func (r *Reflector[T]) HasSynced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.synced
+}
+
+// LastSyncResourceVersion returns the resourceVersion of the newest list,
+// event or bookmark applied to the store.
+func (r *Reflector[T]) LastSyncResourceVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rv
+}
+
+// LastError returns the last list or watch error, or nil once a list or
+// watch has succeeded after it.
+func (r *Reflector[T]) LastError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
+}
+
+// errRelist means the resourceVersion is gone and the store must be
+// refilled by a new list.
+var errRelist = errors.New("resourceVersion expired")
+
+// ReflectorError is what a Reflector reports: which phase failed, and why.
+type ReflectorError struct {
+	Name  string // the reflector's name
+	Phase string // "list", "streaming list", "watch"
+	Err   error
+}
+
+func (e *ReflectorError) Error() string {
+	return fmt.Sprintf("cache: reflector %s: %s: %v", e.Name, e.Phase, e.Err)
+}
+
+func (e *ReflectorError) Unwrap() error { return e.Err }
+
+// Run lists and watches until ctx ends; it then returns nil. It returns an
+// error only if the store refuses a write (a key function failing), which
+// retrying cannot fix.
+func (r *Reflector[T]) Run(ctx context.Context) error {
+	failures := 0
+	relist := true
+	for ctx.Err() == nil {
+		var err error
+		if relist {
+			err = r.fill(ctx)
+			if err == nil {
+				relist = false
+			}
+		}
+		if err == nil {
+			err = r.watch(ctx)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errStore):
+			return err
+		case errors.Is(err, errRelist):
+			relist, failures = true, 0 // at once: a relist is the cure
+			continue
+		case err == nil:
+			failures = 0 // the watch ended cleanly: watch again at once
+			continue
+		}
+		r.report(err)
+		if !r.sleep(ctx, failures) {
+			return nil
+		}
+		failures++
+	}
+	return nil
+}
+
+// errStore marks a write the store refused.
+var errStore = errors.New("store refused a write")
+
+func (r *Reflector[T]) report(err error) {
+	r.mu.Lock()
+	r.lastErr = err
+	r.stats.Errors++
+	r.mu.Unlock()
+	r.log.Warn("list/watch failed; retrying", "err", err)
+	if r.opts.ErrorHandler != nil {
+		r.opts.ErrorHandler(err)
+	}
+}
+
+func (r *Reflector[T]) succeeded() {
+	r.mu.Lock()
+	r.lastErr = nil
+	r.mu.Unlock()
+}
+
+// sleep waits the backoff for the given number of earlier consecutive
+// failures; false if ctx ended first.
+func (r *Reflector[T]) sleep(ctx context.Context, failures int) bool {
+	d := r.opts.InitialBackoff << min(failures, 16)
+	if d <= 0 || d > r.opts.MaxBackoff {
+		d = r.opts.MaxBackoff
+	}
+	d = d/2 + time.Duration(rand.Int64N(int64(d)/2+1)) // jitter: [d/2, d]
+	t := r.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// fill replaces the store's contents with a full list: a streaming list
+// when the server offers one, else a paginated list. A streaming list
+// leaves its watch open; fill then goes on applying its events and returns
+// only when that watch ends.
+func (r *Reflector[T]) fill(ctx context.Context) error {
+	r.mu.Lock()
+	stream := !r.noStream
+	r.mu.Unlock()
+	if stream {
+		err := r.streamingList(ctx)
+		if !errors.Is(err, errNoStreaming) {
+			return err
+		}
+		r.log.Info("server refused a streaming list; using paginated lists", "err", err)
+	}
+	return r.list(ctx)
+}
+
+var errNoStreaming = errors.New("streaming list not supported")
+
+// list fills the store with a paginated, consistent list.
+func (r *Reflector[T]) list(ctx context.Context) error {
+	var items []T
+	var rv string
+	opts := metav1.ListOptions{Limit: r.opts.PageSize}
+	for {
+		page, err := r.lw.List(ctx, opts)
+		if err != nil {
+			if opts.Continue != "" && apierrors.IsResourceExpired(err) {
+				// The snapshot expired midway: one unpaginated list.
+				items, opts = nil, metav1.ListOptions{}
+				continue
+			}
+			return &ReflectorError{Name: r.opts.Name, Phase: "list", Err: err}
+		}
+		items = append(items, page.Items...)
+		rv = page.ResourceVersion
+		if page.Continue == "" {
+			break
+		}
+		opts.Continue = page.Continue
+	}
+	if err := r.store.Replace(items); err != nil {
+		return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+	}
+	r.mu.Lock()
+	r.rv, r.synced, r.lastErr = rv, true, nil
+	r.stats.Lists++
+	r.mu.Unlock()
+	r.log.Debug("listed", "objects", len(items), "resourceVersion", rv)
+	return nil
+}
+
+// watchTimeout is a random watch duration in [min, 2*min).
+func (r *Reflector[T]) watchTimeout() *int64 {
+	s := int64((r.opts.MinWatchTimeout + time.Duration(rand.Int64N(int64(r.opts.MinWatchTimeout)))) / time.Second)
+	return &s
+}
+
+// streamingList fills the store from the initial events of a watch with
+// sendInitialEvents=true, then keeps applying that watch's events. It
+// returns errNoStreaming (wrapped) if the server refuses.
+func (r *Reflector[T]) streamingList(ctx context.Context) error {
+	send := true
+	r.countWatch()
+	w, err := r.lw.Watch(ctx, metav1.ListOptions{
+		SendInitialEvents:    &send,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks:  true,
+		TimeoutSeconds:       r.watchTimeout(),
+	})
+	if err != nil {
+		if apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err) {
+			r.mu.Lock()
+			r.noStream = true
+			r.mu.Unlock()
+			return fmt.Errorf("%w: %w", errNoStreaming, err)
+		}
+		return &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
+	}
+	defer w.Stop()
+	var items []T
+	for {
+		ev, err := w.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the stream ended before the initial events did
+			}
+			return &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
+		}
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			items = append(items, ev.Object)
+			continue
+		case watch.Bookmark:
+			if ev.Object.GetAnnotations()[initialEventsEnd] != "true" {
+				continue
+			}
+		case watch.Error:
+			err := ev.Err()
+			if apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) {
+				r.mu.Lock()
+				r.noStream = true
+				r.mu.Unlock()
+				return fmt.Errorf("%w: %w", errNoStreaming, err)
+			}
+			return &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
+		default:
+			continue
+		}
+		// The end of the initial events: they are the full state.
+		if err := r.store.Replace(items); err != nil {
+			return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+		}
+		r.mu.Lock()
+		r.rv, r.synced, r.lastErr = ev.Object.GetResourceVersion(), true, nil
+		r.stats.Lists++
+		r.stats.StreamingLists++
+		r.mu.Unlock()
+		r.log.Debug("streamed list", "objects", len(items), "resourceVersion", ev.Object.GetResourceVersion())
+		_, err = r.apply(ctx, w)
+		return err
+	}
+}
+
+// errShortWatch is reported when a watch ends cleanly at once, with no
+// events, so that a server that keeps closing watches is not hammered.
+var errShortWatch = errors.New("watch closed at once with no events")
+
+// watch watches from the last resourceVersion and applies events until the
+// watch ends. nil means it ended cleanly (the server's timeout).
+func (r *Reflector[T]) watch(ctx context.Context) error {
+	start := r.clock.Now()
+	r.countWatch()
+	w, err := r.lw.Watch(ctx, metav1.ListOptions{
+		ResourceVersion:     r.LastSyncResourceVersion(),
+		AllowWatchBookmarks: true,
+		TimeoutSeconds:      r.watchTimeout(),
+	})
+	if err != nil {
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return errRelist
+		}
+		return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+	}
+	defer w.Stop()
+	n, err := r.apply(ctx, w)
+	if err == nil && n == 0 && ctx.Err() == nil && r.clock.Now().Sub(start) < time.Second {
+		return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: errShortWatch}
+	}
+	return err
+}
+
+// apply applies a watch's events to the store until the watch ends, and
+// returns how many it applied.
+func (r *Reflector[T]) apply(ctx context.Context, w Watch[T]) (n int, _ error) {
+	for ; ; n++ {
+		ev, err := w.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+		}
+		if n == 0 {
+			r.succeeded()
+		}
+		var serr error
+		switch ev.Type {
+		case watch.Added:
+			serr = r.store.Add(ev.Object)
+		case watch.Modified:
+			serr = r.store.Update(ev.Object)
+		case watch.Deleted:
+			serr = r.store.Delete(ev.Object)
+		case watch.Bookmark:
+		case watch.Error:
+			err := ev.Err()
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return n, errRelist
+			}
+			return n, &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+		default:
+			continue
+		}
+		if serr != nil {
+			return n, fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, serr)
+		}
+		if rv := ev.Object.GetResourceVersion(); rv != "" {
+			r.mu.Lock()
+			r.rv = rv
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *Reflector[T]) countWatch() {
+	r.mu.Lock()
+	r.stats.Watches++
+	r.mu.Unlock()
+}
