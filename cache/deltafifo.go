@@ -66,7 +66,7 @@ type DeltaFIFO[T any] struct {
 	initial  int  // pops left until the first Replace's keys are all popped
 }
 
-var _ Writer[int] = (*DeltaFIFO[int])(nil)
+var _ Queue[int] = (*DeltaFIFO[int])(nil)
 
 // NewDeltaFIFO returns an empty DeltaFIFO configured by opts.
 func NewDeltaFIFO[T any](opts DeltaFIFOOptions[T]) *DeltaFIFO[T] {

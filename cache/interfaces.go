@@ -1,6 +1,10 @@
 package cache
 
-import "k8s.io/apimachinery/pkg/labels"
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
 
 // Reader reads a keyed collection. Implementations are safe for
 // concurrent use. Objects returned are shared with the store and with
@@ -77,4 +81,17 @@ type IndexReader[T any] interface {
 type Indexer[T any] interface {
 	Reader[T]
 	IndexReader[T]
+}
+
+// Queue is what a reflector and an informer need of the queue between
+// them: the reflector writes list and watch results and asks for
+// resyncs; the informer pops, reports HasSynced and closes it on
+// shutdown. [DeltaFIFO] implements it; see its documentation for the
+// semantics.
+type Queue[T any] interface {
+	Writer[T]
+	Resync() error
+	Pop(ctx context.Context, process func(key string, deltas []Delta[T]) error) error
+	HasSynced() bool
+	Close()
 }

@@ -21,8 +21,8 @@ var (
 	// zone has more values than Select probes per candidate, so that
 	// "exists" and "!" on it fall back to reading labels.
 	zoneValues = []string{"z0", "z1", "z2", "z3", "z4", "z5", "z6", "z7", "z8", "z9", "z10", "z11"}
-	namespaces  = []string{"", "ns1", "ns2", "ns3"}
-	operators   = []selection.Operator{
+	namespaces = []string{"", "ns1", "ns2", "ns3"}
+	operators  = []selection.Operator{
 		selection.Equals, selection.DoubleEquals, selection.In, selection.NotIn, selection.NotEquals,
 		selection.Exists, selection.DoesNotExist, selection.GreaterThan, selection.LessThan,
 	}

@@ -61,6 +61,10 @@ type Store[T any] struct {
 	keyFunc  KeyFunc[T]
 	labelsOf func(T) map[string]string // nil: no label index
 
+	// writeMu serializes writers, so that Replace can build the new
+	// state without blocking readers; mu guards what readers see.
+	// Writers take writeMu, then mu to change st or the indexers.
+	writeMu  sync.Mutex
 	mu       sync.RWMutex
 	indexers Indexers[T] // custom indexes
 	names    []string    // keys of indexers, sorted
@@ -133,6 +137,8 @@ func (s *Store[T]) write(obj T) error {
 	if err != nil {
 		return err
 	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.put(&s.st, key, obj)
@@ -145,6 +151,8 @@ func (s *Store[T]) Delete(obj T) error {
 	if err != nil {
 		return err
 	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(&s.st, key)
@@ -153,11 +161,12 @@ func (s *Store[T]) Delete(obj T) error {
 
 // Replace makes the store hold exactly objs (the last one wins when two
 // share a key), rebuilding every index. Readers see the old contents or
-// the new, never a mix. On error (a [*KeyError] or [*IndexError]) the
-// store is unchanged.
+// the new, never a mix, and are not blocked while the new contents are
+// indexed. On error (a [*KeyError] or [*IndexError]) the store is
+// unchanged.
 func (s *Store[T]) Replace(objs []T) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	st := s.newState(len(objs))
 	for _, obj := range objs {
 		key, err := keyOf(s.keyFunc, obj)
@@ -168,7 +177,9 @@ func (s *Store[T]) Replace(objs []T) error {
 			return err
 		}
 	}
+	s.mu.Lock()
 	s.st = st
+	s.mu.Unlock()
 	return nil
 }
 
@@ -178,8 +189,8 @@ func (s *Store[T]) Replace(objs []T) error {
 // called at any time, though informers add their indexes before they
 // start.
 func (s *Store[T]) AddIndexers(indexers Indexers[T]) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	for name := range indexers {
 		if _, ok := s.indexers[name]; ok {
 			return fmt.Errorf("cache: AddIndexers %q: %w", name, ErrIndexExists)
@@ -202,6 +213,8 @@ func (s *Store[T]) AddIndexers(indexers Indexers[T]) error {
 		}
 		built[name] = idx
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for name, fn := range indexers {
 		s.indexers[name] = fn
 		s.st.indices[name] = built[name]
