@@ -9,11 +9,11 @@ type DeltaType uint8
 // the same way (store the object) and Deleted by removing it; the types
 // tell event handlers what kind of change it was.
 const (
-	// Added: a watch reported the object created, or a writer called Add.
+	// Added means a watch reported the object created, or a writer called Add.
 	Added DeltaType = iota + 1
-	// Updated: a watch reported the object modified.
+	// Updated means a watch reported the object modified.
 	Updated
-	// Deleted: the object is gone. Object is its final state as the
+	// Deleted means the object is gone. Object is its final state as the
 	// watch reported it, unless FinalStateUnknown is set: then the
 	// deletion was inferred by Replace, because the object was missing
 	// from a new full list, and Object is the last state known, possibly
@@ -23,11 +23,11 @@ const (
 	// object (release a resource, record a result) cannot rely on either
 	// and should hold a finalizer on the object instead.
 	Deleted
-	// Replaced: the object was in a full list (the reflector's initial
+	// Replaced means the object was in a full list (the reflector's initial
 	// list or a relist after the watch broke, for example on 410 Gone).
 	// It may or may not have changed since the consumer last saw it.
 	Replaced
-	// Sync: a periodic resync re-delivered the object from the
+	// Sync means a periodic resync re-delivered the object from the
 	// consumer's own store. Nothing came from the server; Sync cannot
 	// repair a cache that missed events, it only lets handlers revisit
 	// every object.

@@ -34,6 +34,7 @@ type KeyError struct {
 	Err error
 }
 
+// Error describes the failure.
 func (e *KeyError) Error() string { return "cache: computing key: " + e.Err.Error() }
 
 // Unwrap returns Err.
@@ -47,6 +48,7 @@ type IndexError struct {
 	Err   error  // what the index function returned
 }
 
+// Error describes the failure.
 func (e *IndexError) Error() string {
 	return fmt.Sprintf("cache: index %q of %q: %v", e.Index, e.Key, e.Err)
 }
@@ -61,6 +63,7 @@ type ProcessError struct {
 	Err error
 }
 
+// Error describes the failure.
 func (e *ProcessError) Error() string {
 	return fmt.Sprintf("cache: processing %q: %v", e.Key, e.Err)
 }
