@@ -226,3 +226,37 @@ func ExampleNewUndeltaStore() {
 	// 2 pods
 	// 1 pods
 }
+
+// Index finds the objects that share an index value with a probe object,
+// which need not be stored: here the pods on the same node as a new pod.
+func ExampleStore_Index() {
+	pods := cache.NewStore(cache.StoreOptions[*corev1.Pod]{
+		Indexers: cache.Indexers[*corev1.Pod]{
+			"node": func(p *corev1.Pod) ([]string, error) { return []string{p.Spec.NodeName}, nil },
+		},
+	})
+	_ = pods.Add(pod("default", "a", "node-1", nil))
+	_ = pods.Add(pod("default", "b", "node-2", nil))
+	_ = pods.Add(pod("other", "c", "node-1", nil))
+	neighbours, _ := pods.Index("node", pod("default", "new", "node-1", nil))
+	fmt.Println(podNames(neighbours))
+	// Output:
+	// [default/a other/c]
+}
+
+// Peek shows the least object without removing it.
+func ExampleHeap_Peek() {
+	h := cache.NewHeap(cache.HeapOptions[*corev1.Pod]{
+		Less: func(a, b *corev1.Pod) bool { return a.CreationTimestamp.Before(&b.CreationTimestamp) },
+	})
+	older := pod("default", "older", "", nil)
+	older.CreationTimestamp = metav1.Unix(100, 0)
+	newer := pod("default", "newer", "", nil)
+	newer.CreationTimestamp = metav1.Unix(200, 0)
+	_ = h.Add(newer)
+	_ = h.Add(older)
+	p, ok := h.Peek()
+	fmt.Println(p.Name, ok, h.Len())
+	// Output:
+	// older true 2
+}
