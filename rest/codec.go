@@ -170,10 +170,29 @@ func objectKind(v any) (bool, schema.ObjectKind) {
 	return ok2 != nil, ok2
 }
 
-// decodeJSON decodes one JSON object into v. Unstructured objects go
-// through the hand-written parser in internal/jsondec (same result as
-// apimachinery's decoder, checked by a differential fuzz test); everything
-// else through encoding/json.
+var fastJSONTypes sync.Map // reflect.Type → bool
+
+// fastJSON reports whether v (a pointer to a struct) can be decoded by
+// internal/jsondec's typed decoder. The answer is cached per type.
+func fastJSON(v any) bool {
+	t := reflect.TypeOf(v)
+	if ok, found := fastJSONTypes.Load(t); found {
+		return ok.(bool)
+	}
+	ok := t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && !reflect.PointerTo(t.Elem()).Implements(jsonUnmarshalerType) && jsondec.TypedSupported(t.Elem())
+	fastJSONTypes.Store(t, ok)
+	return ok
+}
+
+var jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// decodeJSON decodes one JSON value into v with the semantics of
+// apimachinery's util/json, which client-go uses: keys match field names
+// exactly, and numbers in interface{} values are int64 unless they have a
+// '.'. Unstructured objects go through internal/jsondec's map parser,
+// struct types through its typed decoder (both checked against util/json
+// by differential fuzz tests), and types it cannot plan (or that decode
+// themselves) through encoding/json.
 func decodeJSON(data []byte, v any) error {
 	if u, ok := v.(*unstructured.Unstructured); ok {
 		m, err := jsondec.Object(data)
@@ -185,6 +204,9 @@ func decodeJSON(data []byte, v any) error {
 		}
 		u.Object = m
 		return nil
+	}
+	if fastJSON(v) {
+		return jsondec.Decode(data, v)
 	}
 	return json.Unmarshal(data, v)
 }

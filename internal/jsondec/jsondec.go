@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -78,6 +79,7 @@ type parser struct {
 	data []byte
 	s    string
 	i    int
+	key  string // scratch for map keys of named string types
 }
 
 func (p *parser) errf(format string, args ...any) error {
@@ -343,43 +345,10 @@ func (p *parser) hex4() (rune, bool) {
 // number parses a JSON number with the grammar's exact rules.
 func (p *parser) number() (interface{}, error) {
 	start := p.i
-	d := p.data
-	if d[p.i] == '-' {
-		p.i++
+	if err := p.scanNumber(); err != nil {
+		return nil, err
 	}
-	switch {
-	case p.i < len(d) && d[p.i] == '0':
-		p.i++
-	case p.i < len(d) && d[p.i] >= '1' && d[p.i] <= '9':
-		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
-			p.i++
-		}
-	default:
-		return nil, p.errf("invalid number")
-	}
-	isInt := true
-	if p.i < len(d) && d[p.i] == '.' {
-		isInt = false
-		p.i++
-		if p.i >= len(d) || d[p.i] < '0' || d[p.i] > '9' {
-			return nil, p.errf("invalid number")
-		}
-		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
-			p.i++
-		}
-	}
-	if p.i < len(d) && (d[p.i] == 'e' || d[p.i] == 'E') {
-		p.i++
-		if p.i < len(d) && (d[p.i] == '+' || d[p.i] == '-') {
-			p.i++
-		}
-		if p.i >= len(d) || d[p.i] < '0' || d[p.i] > '9' {
-			return nil, p.errf("invalid number")
-		}
-		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
-			p.i++
-		}
-	}
+	isInt := strings.IndexByte(p.s[start:p.i], '.') < 0
 	s := p.s[start:p.i]
 	if isInt {
 		// Without a '.', an integer that fits int64 stays an integer (an
@@ -396,6 +365,46 @@ func (p *parser) number() (interface{}, error) {
 		return nil, &SyntaxError{Offset: start, Msg: "number out of range"}
 	}
 	return f, nil
+}
+
+// scanNumber checks and skips a number.
+func (p *parser) scanNumber() error {
+	d := p.data
+	if p.i < len(d) && d[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i < len(d) && d[p.i] == '0':
+		p.i++
+	case p.i < len(d) && d[p.i] >= '1' && d[p.i] <= '9':
+		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
+			p.i++
+		}
+	default:
+		return p.errf("invalid number")
+	}
+	if p.i < len(d) && d[p.i] == '.' {
+		p.i++
+		if p.i >= len(d) || d[p.i] < '0' || d[p.i] > '9' {
+			return p.errf("invalid number")
+		}
+		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
+			p.i++
+		}
+	}
+	if p.i < len(d) && (d[p.i] == 'e' || d[p.i] == 'E') {
+		p.i++
+		if p.i < len(d) && (d[p.i] == '+' || d[p.i] == '-') {
+			p.i++
+		}
+		if p.i >= len(d) || d[p.i] < '0' || d[p.i] > '9' {
+			return p.errf("invalid number")
+		}
+		for p.i < len(d) && d[p.i] >= '0' && d[p.i] <= '9' {
+			p.i++
+		}
+	}
+	return nil
 }
 
 // fastInt parses short plain integers without strconv.

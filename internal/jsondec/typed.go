@@ -1,0 +1,721 @@
+package jsondec
+
+import (
+	"encoding"
+	"encoding/base64"
+	"encoding/json"
+
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// Typed decoding: JSON into Go structs (the k8s.io/api types, custom
+// resource types), planned once per type by reflection and written through
+// field offsets, with strings sliced from one copy of the input. The
+// semantics are those of sigs.k8s.io/json's UnmarshalCaseSensitivePreserveInts,
+// which apimachinery and client-go use: object keys match field names
+// exactly (case-sensitive), numbers in interface{} values are int64 when
+// they have no '.', and unknown fields are ignored.
+
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+type tkind uint8
+
+const (
+	tString tkind = iota + 1
+	tBool
+	tInt
+	tUint
+	tFloat
+	tBytes
+	tSlice
+	tMap
+	tPtr
+	tStruct
+	tIface
+	tUnmarshaler // json.Unmarshaler: handed the raw value
+)
+
+type tplan struct {
+	typ    reflect.Type
+	kind   tkind
+	size   uintptr
+	elem   *tplan            // slice, pointer and map values
+	fields map[string]tfield // struct fields by JSON name
+	strMap bool              // map with string-kind keys and values
+	failed error
+}
+
+type tfield struct {
+	off  uintptr
+	plan *tplan
+}
+
+var tplans sync.Map // reflect.Type → *tplan
+
+// TypedSupported reports whether [Decode] can decode into *T, t being T.
+func TypedSupported(t reflect.Type) bool {
+	return tplanFor(t).failed == nil
+}
+
+func tplanFor(t reflect.Type) *tplan {
+	if p, ok := tplans.Load(t); ok {
+		return p.(*tplan)
+	}
+	building := map[reflect.Type]*tplan{}
+	p := tbuild(t, building)
+	// A failure anywhere below fails the plans that contain it.
+	changed := true
+	for changed {
+		changed = false
+		for _, bp := range building {
+			if bp.failed != nil {
+				continue
+			}
+			if e := bp.elem; e != nil && e.failed != nil {
+				bp.failed, changed = e.failed, true
+			}
+			for _, f := range bp.fields {
+				if f.plan.failed != nil {
+					bp.failed, changed = f.plan.failed, true
+					break
+				}
+			}
+		}
+	}
+	for bt, bp := range building {
+		tplans.LoadOrStore(bt, bp)
+	}
+	return p
+}
+
+func tbuild(t reflect.Type, building map[reflect.Type]*tplan) *tplan {
+	if p, ok := building[t]; ok {
+		return p
+	}
+	if p, ok := tplans.Load(t); ok {
+		return p.(*tplan)
+	}
+	p := &tplan{typ: t, size: t.Size()}
+	building[t] = p
+	pt := reflect.PointerTo(t)
+	switch {
+	case t.Kind() != reflect.Pointer && pt.Implements(jsonUnmarshalerType):
+		p.kind = tUnmarshaler
+		return p
+	case t.Kind() != reflect.Pointer && pt.Implements(textUnmarshalerType):
+		// encoding/json's handling of TextUnmarshalers (quoted keys,
+		// null, numbers) has corners not worth copying: leave such types
+		// to it.
+		p.failed = fmt.Errorf("jsondec: %v is an encoding.TextUnmarshaler", t)
+		return p
+	}
+	switch t.Kind() {
+	case reflect.String:
+		p.kind = tString
+	case reflect.Bool:
+		p.kind = tBool
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		p.kind = tInt
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		p.kind = tUint
+	case reflect.Float32, reflect.Float64:
+		p.kind = tFloat
+	case reflect.Interface:
+		if t.NumMethod() != 0 {
+			p.failed = fmt.Errorf("jsondec: non-empty interface %v", t)
+		}
+		p.kind = tIface
+	case reflect.Pointer:
+		p.kind = tPtr
+		p.elem = tbuild(t.Elem(), building)
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 && !reflect.PointerTo(t.Elem()).Implements(jsonUnmarshalerType) && !reflect.PointerTo(t.Elem()).Implements(textUnmarshalerType) {
+			p.kind = tBytes
+			p.elem = tbuild(t.Elem(), building)
+			break
+		}
+		p.kind = tSlice
+		p.elem = tbuild(t.Elem(), building)
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String || reflect.PointerTo(t.Key()).Implements(textUnmarshalerType) {
+			p.failed = fmt.Errorf("jsondec: map key %v", t.Key())
+			return p
+		}
+		p.kind = tMap
+		p.elem = tbuild(t.Elem(), building)
+		p.strMap = t.Elem().Kind() == reflect.String && p.elem.kind == tString
+	case reflect.Struct:
+		p.kind = tStruct
+		p.fields = map[string]tfield{}
+		if err := addFields(p, t, building); err != nil {
+			p.failed = err
+		}
+	default:
+		p.failed = fmt.Errorf("jsondec: unsupported type %v", t)
+	}
+	return p
+}
+
+// addFields adds t's fields, flattening embedded structs breadth-first as
+// encoding/json does: a shallower field hides deeper ones of the same
+// name. Two fields of one name at the same depth are ambiguous
+// (encoding/json drops both unless one is tagged); such types are refused
+// and left to encoding/json.
+func addFields(p *tplan, t reflect.Type, building map[reflect.Type]*tplan) error {
+	type level struct {
+		t     reflect.Type
+		off   uintptr
+		depth int
+	}
+	depth := map[string]int{}
+	queue := []level{{t, 0, 0}}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur.depth > 8 {
+			return fmt.Errorf("jsondec: embedding too deep in %v", p.typ)
+		}
+		for i := 0; i < cur.t.NumField(); i++ {
+			sf := cur.t.Field(i)
+			tag := sf.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			if strings.Contains(","+opts+",", ",string,") {
+				return fmt.Errorf("jsondec: %v.%s uses the ,string option", cur.t, sf.Name)
+			}
+			if sf.Anonymous && name == "" {
+				ft := sf.Type
+				if ft.Kind() == reflect.Pointer {
+					return fmt.Errorf("jsondec: %v embeds a pointer %v", cur.t, ft)
+				}
+				if ft.Kind() == reflect.Struct {
+					queue = append(queue, level{ft, cur.off + sf.Offset, cur.depth + 1})
+					continue
+				}
+			}
+			if !sf.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			if d, ok := depth[name]; ok {
+				if d == cur.depth {
+					return fmt.Errorf("jsondec: %v: ambiguous field %q", p.typ, name)
+				}
+				continue // a shallower field wins
+			}
+			depth[name] = cur.depth
+			p.fields[name] = tfield{off: cur.off + sf.Offset, plan: tbuild(sf.Type, building)}
+		}
+	}
+	return nil
+}
+
+// Decode parses data, one JSON value, into v, a non-nil pointer to a type
+// for which [TypedSupported] is true. v should be zero. Strings in the
+// result share one copy of data.
+func Decode(data []byte, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("jsondec: need a non-nil pointer, got %T", v)
+	}
+	pl := tplanFor(rv.Type().Elem())
+	if pl.failed != nil {
+		return pl.failed
+	}
+	p := parser{data: data}
+	if len(data) > 0 {
+		p.s = string(data)
+	}
+	if err := p.into(pl, rv.UnsafePointer(), 0); err != nil {
+		return err
+	}
+	return p.end()
+}
+
+// TypeError reports a JSON value of the wrong type for its Go destination.
+type TypeError struct {
+	Value  string // "string", "number 1.5", ...
+	Type   reflect.Type
+	Offset int
+}
+
+func (e *TypeError) Error() string {
+	return fmt.Sprintf("jsondec: cannot decode %s into Go value of type %v (offset %d)", e.Value, e.Type, e.Offset)
+}
+
+func (p *parser) typeErr(what string, t reflect.Type) error {
+	return &TypeError{Value: what, Type: t, Offset: p.i}
+}
+
+// skipValue validates and skips one value, returning its bytes.
+func (p *parser) skipValue(depth int) ([]byte, error) {
+	p.skipSpace()
+	start := p.i
+	if _, err := p.valueNoAlloc(depth); err != nil {
+		return nil, err
+	}
+	return p.data[start:p.i], nil
+}
+
+// valueNoAlloc is value without building the result (used to skip).
+func (p *parser) valueNoAlloc(depth int) (struct{}, error) {
+	p.skipSpace()
+	if p.i >= len(p.data) {
+		return struct{}{}, p.errf("unexpected end of input")
+	}
+	switch c := p.data[p.i]; {
+	case c == '{' || c == '[':
+		if depth >= maxDepth {
+			return struct{}{}, p.errf("exceeded max depth")
+		}
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		p.i++
+		p.skipSpace()
+		if p.i < len(p.data) && p.data[p.i] == closer {
+			p.i++
+			return struct{}{}, nil
+		}
+		for {
+			if c == '{' {
+				p.skipSpace()
+				if p.i >= len(p.data) || p.data[p.i] != '"' {
+					return struct{}{}, p.errf("expected a string for an object key")
+				}
+				if err := p.skipString(); err != nil {
+					return struct{}{}, err
+				}
+				p.skipSpace()
+				if p.i >= len(p.data) || p.data[p.i] != ':' {
+					return struct{}{}, p.errf("expected ':' after object key")
+				}
+				p.i++
+			}
+			if _, err := p.valueNoAlloc(depth + 1); err != nil {
+				return struct{}{}, err
+			}
+			p.skipSpace()
+			if p.i >= len(p.data) {
+				return struct{}{}, p.errf("unexpected end of input")
+			}
+			switch p.data[p.i] {
+			case ',':
+				p.i++
+			case closer:
+				p.i++
+				return struct{}{}, nil
+			default:
+				return struct{}{}, p.errf("expected ',' or closing bracket")
+			}
+		}
+	case c == '"':
+		return struct{}{}, p.skipString()
+	default:
+		_, err := p.value(depth)
+		return struct{}{}, err
+	}
+}
+
+// skipString validates a string without building it.
+func (p *parser) skipString() error {
+	p.i++
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return nil
+		case c < 0x20:
+			return p.errf("invalid control character in string")
+		case c == '\\':
+			if p.i+1 >= len(p.data) {
+				return p.errf("unexpected end of input in string escape")
+			}
+			switch p.data[p.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.i += 2
+			case 'u':
+				p.i += 2
+				if _, ok := p.hex4(); !ok {
+					return p.errf("invalid \\u escape")
+				}
+			default:
+				return p.errf("invalid escape character")
+			}
+		default:
+			p.i++
+		}
+	}
+	return p.errf("unexpected end of input in string")
+}
+
+// into decodes the value at p.i into the destination of plan pl at ptr.
+func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	p.skipSpace()
+	if p.i >= len(p.data) {
+		return p.errf("unexpected end of input")
+	}
+	c := p.data[p.i]
+	if c == 'n' && pl.kind != tUnmarshaler {
+		if err := p.literal("null"); err != nil {
+			return err
+		}
+		switch pl.kind {
+		case tPtr, tMap, tSlice, tBytes, tIface:
+			reflect.NewAt(pl.typ, ptr).Elem().SetZero()
+		}
+		return nil // null leaves other values unchanged
+	}
+	switch pl.kind {
+	case tUnmarshaler:
+		raw, err := p.skipValue(depth)
+		if err != nil {
+			return err
+		}
+		return reflect.NewAt(pl.typ, ptr).Interface().(json.Unmarshaler).UnmarshalJSON(raw)
+	case tString:
+		if c != '"' {
+			return p.mismatch(pl, depth)
+		}
+		s, err := p.str()
+		if err != nil {
+			return err
+		}
+		*(*string)(ptr) = s
+	case tBool:
+		switch c {
+		case 't':
+			if err := p.literal("true"); err != nil {
+				return err
+			}
+			*(*bool)(ptr) = true
+		case 'f':
+			if err := p.literal("false"); err != nil {
+				return err
+			}
+			*(*bool)(ptr) = false
+		default:
+			return p.mismatch(pl, depth)
+		}
+	case tInt, tUint, tFloat:
+		if c != '-' && (c < '0' || c > '9') {
+			return p.mismatch(pl, depth)
+		}
+		start := p.i
+		if err := p.scanNumber(); err != nil {
+			return err
+		}
+		return p.setNumber(pl, ptr, p.s[start:p.i], start)
+	case tIface:
+		v, err := p.value(depth)
+		if err != nil {
+			return err
+		}
+		*(*any)(ptr) = v
+	case tPtr:
+		pp := (*unsafe.Pointer)(ptr)
+		if *pp == nil {
+			*pp = reflect.New(pl.elem.typ).UnsafePointer()
+		}
+		return p.into(pl.elem, *pp, depth)
+	case tBytes:
+		if c == '[' {
+			return p.slice(pl, ptr, depth)
+		}
+		if c != '"' {
+			return p.mismatch(pl, depth)
+		}
+		s, err := p.str()
+		if err != nil {
+			return err
+		}
+		b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+		n, err := base64.StdEncoding.Decode(b, []byte(s))
+		if err != nil {
+			return err
+		}
+		reflect.NewAt(pl.typ, ptr).Elem().SetBytes(b[:n])
+	case tSlice:
+		if c != '[' {
+			return p.mismatch(pl, depth)
+		}
+		return p.slice(pl, ptr, depth)
+	case tMap:
+		if c != '{' {
+			return p.mismatch(pl, depth)
+		}
+		return p.mapInto(pl, ptr, depth)
+	case tStruct:
+		if c != '{' {
+			return p.mismatch(pl, depth)
+		}
+		return p.structInto(pl, ptr, depth)
+	}
+	return nil
+}
+
+// mismatch skips the value and reports a type error.
+func (p *parser) mismatch(pl *tplan, depth int) error {
+	start := p.i
+	if _, err := p.skipValue(depth); err != nil {
+		return err
+	}
+	what := "value"
+	switch p.data[start] {
+	case '"':
+		what = "string"
+	case '{':
+		what = "object"
+	case '[':
+		what = "array"
+	case 't', 'f':
+		what = "bool"
+	default:
+		what = "number"
+	}
+	return &TypeError{Value: what, Type: pl.typ, Offset: start}
+}
+
+func (p *parser) setNumber(pl *tplan, ptr unsafe.Pointer, s string, start int) error {
+	switch pl.kind {
+	case tInt:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || overflowInt(n, pl.size) {
+			return &TypeError{Value: "number " + s, Type: pl.typ, Offset: start}
+		}
+		switch pl.size {
+		case 1:
+			*(*int8)(ptr) = int8(n)
+		case 2:
+			*(*int16)(ptr) = int16(n)
+		case 4:
+			*(*int32)(ptr) = int32(n)
+		default:
+			*(*int64)(ptr) = n
+		}
+	case tUint:
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || overflowUint(n, pl.size) {
+			return &TypeError{Value: "number " + s, Type: pl.typ, Offset: start}
+		}
+		switch pl.size {
+		case 1:
+			*(*uint8)(ptr) = uint8(n)
+		case 2:
+			*(*uint16)(ptr) = uint16(n)
+		case 4:
+			*(*uint32)(ptr) = uint32(n)
+		default:
+			*(*uint64)(ptr) = n
+		}
+	case tFloat:
+		bits := 64
+		if pl.size == 4 {
+			bits = 32
+		}
+		f, err := strconv.ParseFloat(s, bits)
+		if err != nil {
+			return &TypeError{Value: "number " + s, Type: pl.typ, Offset: start}
+		}
+		if pl.size == 4 {
+			*(*float32)(ptr) = float32(f)
+		} else {
+			*(*float64)(ptr) = f
+		}
+	}
+	return nil
+}
+
+func overflowInt(n int64, size uintptr) bool {
+	bits := size * 8
+	trunc := (n << (64 - bits)) >> (64 - bits)
+	return n != trunc
+}
+
+func overflowUint(n uint64, size uintptr) bool {
+	bits := size * 8
+	trunc := (n << (64 - bits)) >> (64 - bits)
+	return n != trunc
+}
+
+type sliceHeader struct {
+	data unsafe.Pointer
+	len  int
+	cap  int
+}
+
+func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	if depth >= maxDepth {
+		return p.errf("exceeded max depth")
+	}
+	p.i++ // '['
+	h := (*sliceHeader)(ptr)
+	esize := pl.elem.typ.Size()
+	h.len = 0 // as encoding/json: decoding reuses the backing array from the start
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == ']' {
+		p.i++
+		if h.data == nil {
+			reflect.NewAt(pl.typ, ptr).Elem().Set(reflect.MakeSlice(pl.typ, 0, 0))
+		}
+		return nil
+	}
+	for {
+		if h.len == h.cap {
+			ncap := max(4, 2*h.cap)
+			nd := newArray(pl.elem.typ, ncap)
+			if h.len > 0 {
+				copy(unsafe.Slice((*byte)(nd), uintptr(h.len)*esize), unsafe.Slice((*byte)(h.data), uintptr(h.len)*esize))
+			}
+			h.data, h.cap = nd, ncap
+		}
+		// As encoding/json, an element reused from an earlier decode of
+		// the same field is decoded into, not cleared.
+		ep := unsafe.Add(h.data, uintptr(h.len)*esize)
+		h.len++
+		if err := p.into(pl.elem, ep, depth+1); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.i >= len(p.data) {
+			return p.errf("unexpected end of input in array")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return nil
+		default:
+			return p.errf("expected ',' or ']' in array")
+		}
+	}
+}
+
+// objectStart consumes '{' and reports whether the object is empty.
+func (p *parser) objectStart(depth int) (empty bool, err error) {
+	if depth >= maxDepth {
+		return false, p.errf("exceeded max depth")
+	}
+	p.i++ // '{'
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == '}' {
+		p.i++
+		return true, nil
+	}
+	return false, nil
+}
+
+// objectKey reads a key and the ':' after it.
+func (p *parser) objectKey() (string, error) {
+	p.skipSpace()
+	if p.i >= len(p.data) || p.data[p.i] != '"' {
+		return "", p.errf("expected a string for an object key")
+	}
+	k, err := p.str()
+	if err != nil {
+		return "", err
+	}
+	p.skipSpace()
+	if p.i >= len(p.data) || p.data[p.i] != ':' {
+		return "", p.errf("expected ':' after object key")
+	}
+	p.i++
+	return k, nil
+}
+
+// objectNext consumes ',' or '}' and reports whether the object ended.
+func (p *parser) objectNext() (done bool, err error) {
+	p.skipSpace()
+	if p.i >= len(p.data) {
+		return false, p.errf("unexpected end of input in object")
+	}
+	switch p.data[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case '}':
+		p.i++
+		return true, nil
+	}
+	return false, p.errf("expected ',' or '}' in object")
+}
+
+func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	empty, err := p.objectStart(depth)
+	if err != nil || empty {
+		return err
+	}
+	for {
+		k, err := p.objectKey()
+		if err != nil {
+			return err
+		}
+		if f, ok := pl.fields[k]; ok {
+			err = p.into(f.plan, unsafe.Add(ptr, f.off), depth+1)
+		} else {
+			_, err = p.skipValue(depth + 1)
+		}
+		if err != nil {
+			return err
+		}
+		if done, err := p.objectNext(); err != nil || done {
+			return err
+		}
+	}
+}
+
+func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	mp := (*unsafe.Pointer)(ptr)
+	if *mp == nil {
+		*mp = reflect.MakeMap(pl.typ).UnsafePointer()
+	}
+	empty, err := p.objectStart(depth)
+	if err != nil || empty {
+		return err
+	}
+	var m, v reflect.Value
+	if !pl.strMap {
+		m = reflect.NewAt(pl.typ, ptr).Elem()
+		v = reflect.New(pl.elem.typ) // reused: the map copies values in
+	}
+	for {
+		k, err := p.objectKey()
+		if err != nil {
+			return err
+		}
+		if pl.strMap {
+			// String-kind keys and values share map[string]string's
+			// layout and hash.
+			var v string
+			if err := p.into(pl.elem, unsafe.Pointer(&v), depth+1); err != nil {
+				return err
+			}
+			(*(*map[string]string)(ptr))[k] = v
+		} else {
+			v.Elem().SetZero()
+			if err := p.into(pl.elem, v.UnsafePointer(), depth+1); err != nil {
+				return err
+			}
+			p.key = k
+			m.SetMapIndex(reflect.NewAt(pl.typ.Key(), unsafe.Pointer(&p.key)).Elem(), v.Elem())
+		}
+		if done, err := p.objectNext(); err != nil || done {
+			return err
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package jsondec
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+func TestTypedEdgeCases(t *testing.T) {
+	type inner struct {
+		A string `json:"a"`
+		B int32  `json:"b,omitempty"`
+	}
+	type Embedded struct {
+		E string `json:"e"`
+		A string `json:"a"` // hidden by the shallower field
+	}
+	type T struct {
+		Embedded `json:",inline"`
+		A        string            `json:"a"`
+		N        int8              `json:"n"`
+		U        uint16            `json:"u"`
+		F        float32           `json:"f"`
+		P        *inner            `json:"p"`
+		S        []inner           `json:"s"`
+		M        map[string]string `json:"m"`
+		MI       map[string]inner  `json:"mi"`
+		I        interface{}       `json:"i"`
+		B        []byte            `json:"bytes"`
+		T        metav1.Time       `json:"t"`
+		TP       *metav1.Time      `json:"tp"`
+		Q        resource.Quantity `json:"q"`
+		Raw      json.RawMessage   `json:"raw"`
+		Skip     string            `json:"-"`
+		Plain    string
+	}
+	for _, in := range []string{
+		`{}`, `null`, `{"a":"x","e":"y","n":127,"u":65535,"f":1.5,"p":{"a":"z"},"s":[{"a":"1"},{"b":2}],"m":{"k":"v","n":null},"mi":{"k":{"a":"b"}},"i":{"x":[1,2.5,"s",null,true]},"bytes":"aGVsbG8=","t":"2026-01-02T03:04:05Z","tp":null,"q":"100m","raw":{"x":1},"Plain":"p","-":"no","Skip":"no","unknown":{"deep":[1]}}`,
+		`{"n":128}`, `{"u":-1}`, `{"n":1.5}`, `{"n":"1"}`, `{"f":1e39}`, `{"a":1}`, `{"p":[]}`, `{"s":{}}`, `{"s":[]}`, `{"s":null}`, `{"m":[]}`,
+		`{"bytes":"!!"}`, `{"bytes":[104,105]}`, `{"t":null}`, `{"t":5}`, `{"q":"bad"}`, `{"a":"x","a":"y"}`, `{"s":[{"a":"1","b":5}],"s":[{"a":"2"}]}`,
+		`{"p":{"a":"1"},"p":{"b":2}}`, `{"A":"case"}`, `{"plain":"case"}`, `{"i":12345678901234567890}`, `{"i":1e2}`, `{"a":"x"} x`, `{"a":"\u00e9\ud83d\ude00"}`,
+		`[1]`, `"s"`, `{"a":tru}`, `{"n":-0}`, `{"n":01}`,
+	} {
+		var want, got T
+		werr := utiljson.Unmarshal([]byte(in), &want)
+		gerr := Decode([]byte(in), &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Errorf("%s: reference error %v, ours %v", in, werr, gerr)
+			continue
+		}
+		if werr == nil && !reflect.DeepEqual(want, got) {
+			t.Errorf("%s:\nwant %+v\n got %+v", in, want, got)
+		}
+	}
+}
+
+func TestTypedAllocations(t *testing.T) {
+	data, _ := json.Marshal(examplePod())
+	ref := testing.AllocsPerRun(20, func() { var p corev1.Pod; _ = utiljson.Unmarshal(data, &p) })
+	ours := testing.AllocsPerRun(20, func() { var p corev1.Pod; _ = Decode(data, &p) })
+	t.Logf("allocations per Pod: util/json %.0f, jsondec %.0f", ref, ours)
+	if ours >= ref {
+		t.Errorf("jsondec allocates %.0f, reference %.0f", ours, ref)
+	}
+}
+
+func examplePod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-12345", Namespace: "team-a", UID: "0c6d7a2e-1111-2222-3333-444455556666",
+			Labels: map[string]string{"app": "web", "tier": "frontend", "pod-template-hash": "5d8f7c9b"}, Annotations: map[string]string{"note": "hello world"}},
+		Spec: corev1.PodSpec{NodeName: "node-001", Containers: []corev1.Container{{
+			Name: "app", Image: "registry.example/web:1.27.3", Args: []string{"--port=8080", "--verbose"},
+			Env:       []corev1.EnvVar{{Name: "MODE", Value: "production"}, {Name: "LEVEL", Value: "info"}},
+			Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+		}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.7", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// FuzzTypedMatchesReference decodes arbitrary bytes as a Pod with both
+// decoders: they must agree on success, and on the result.
+func FuzzTypedMatchesReference(f *testing.F) {
+	for _, p := range []*corev1.Pod{examplePod(), {}} {
+		b, _ := json.Marshal(p)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"metadata":{"name":"x","labels":{"a":null}},"spec":{"containers":[{"name":"c","ports":[{"containerPort":80}]}]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want, got corev1.Pod
+		werr := utiljson.Unmarshal(data, &want)
+		gerr := Decode(data, &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("reference error %v, ours %v", werr, gerr)
+		}
+		if werr == nil && !reflect.DeepEqual(&want, &got) {
+			t.Fatalf("decoders differ\nwant %+v\n got %+v", want, got)
+		}
+	})
+}
