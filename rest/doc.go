@@ -76,10 +76,14 @@
 // one backing array; retaining any of them retains the object's encoded
 // size, which matters only if you keep a few strings of many objects and
 // drop the objects. Types it cannot plan fall back to the generated code.
-// Likewise, *unstructured.Unstructured objects are parsed from JSON by a
-// hand-written parser (internal/jsondec) with the same results as
-// apimachinery's decoder, and their unescaped strings share one copy of
-// the object's bytes.
+// Likewise, JSON is decoded by internal/jsondec: a hand-written parser
+// into maps for *unstructured.Unstructured, and a planned, reflective
+// decoder for struct types, both with the semantics of apimachinery's
+// util/json (field names match exactly; numbers in interface{} values are
+// int64 unless they have a '.') and both checked against it by
+// differential fuzzing. Unescaped strings share one copy of the object's
+// bytes. Types jsondec cannot plan, and types that implement
+// json.Unmarshaler themselves, go through encoding/json.
 //
 // # Errors
 //
