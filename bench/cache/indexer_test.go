@@ -14,6 +14,7 @@ package cache
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -272,4 +273,38 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// BenchmarkGetByKey reads pods by key, cycling through the corpus in a
+// shuffled order: client-go's Indexer.GetByKey (which returns an
+// interface{} the caller asserts) against Loom's Store.Get.
+func BenchmarkGetByKey(b *testing.B) {
+	s := buildStores(b)
+	keys := make([]string, len(s.pods))
+	for i, p := range s.pods {
+		keys[i] = p.Namespace + "/" + p.Name
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	b.Run("client-go", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			obj, ok, err := s.cg.GetByKey(keys[i%len(keys)])
+			if !ok || err != nil || obj.(*corev1.Pod) == nil {
+				b.Fatal("missing")
+			}
+			i++
+		}
+	})
+	b.Run("loom", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			p, ok := s.loom.Get(keys[i%len(keys)])
+			if !ok || p == nil {
+				b.Fatal("missing")
+			}
+			i++
+		}
+	})
 }
