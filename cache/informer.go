@@ -1,0 +1,444 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/internal/clock"
+)
+
+// Informer errors. They usually arrive wrapped; test with errors.Is.
+var (
+	// ErrStopped: the informer has stopped (its Start returned), so it
+	// takes no handlers and will never sync if it has not.
+	ErrStopped = errors.New("informer stopped")
+	// ErrAlreadyStarted: Start was called a second time. An informer
+	// runs once; make a new one to start again.
+	ErrAlreadyStarted = errors.New("informer already started")
+)
+
+// MutationDetectorEnv is the environment variable that switches the
+// mutation detector on for every informer when set to "true" (see
+// [InformerOptions].DetectMutations). It is read once, by [NewInformer].
+const MutationDetectorEnv = "LOOM_CACHE_MUTATION_DETECTOR"
+
+// InformerOptions configure [NewInformer]. The zero value is valid.
+type InformerOptions[T client.Object] struct {
+	// Name names the informer in logs and errors, and is the default name
+	// of its reflector. Default: the object type, such as "*v1.Pod".
+	Name string
+	// Logger receives the informer's and its reflector's messages. Nil
+	// means discard.
+	Logger *slog.Logger
+	// Indexers are custom indexes of the cache, in addition to the
+	// namespace and label indexes every [Store] keeps. Default: none.
+	// More can be added with [Informer.AddIndexers].
+	Indexers Indexers[T]
+	// Transform, when set, is applied to every object that arrives from
+	// the server (list items and watch events, deletions included)
+	// before it is queued, stored and handed to handlers; what it returns
+	// is what the cache holds. It runs on the reflector's goroutine, one
+	// object at a time. The object it is given is fresh from the decoder
+	// and owned by the informer alone, so it may change it in place and
+	// return it (as [StripManagedFields] does). It must keep the name,
+	// namespace and resourceVersion. An error is treated as a broken
+	// informer: it stops, and Start returns the error. Default nil:
+	// objects are stored as decoded.
+	Transform func(T) (T, error)
+	// ResyncPeriod is the resync period of handlers whose
+	// [HandlerOptions].ResyncPeriod is zero. Default 0: no resync.
+	ResyncPeriod time.Duration
+	// Reflector configures the reflector that lists and watches. Its
+	// Name and Logger default to the informer's; its ErrorHandler, if
+	// set, is called as documented there. The zero value is valid.
+	Reflector ReflectorOptions
+	// DetectMutations switches on the mutation detector, which keeps a
+	// deep copy of every object in the cache and reports objects that
+	// someone changed (see [Informer.CheckMutations]). It doubles the
+	// memory of the cache and costs a deep comparison per object per
+	// check: it is meant for tests. Default false, unless the
+	// environment variable LOOM_CACHE_MUTATION_DETECTOR is "true" when
+	// NewInformer is called.
+	DetectMutations bool
+	// MutationCheckPeriod is how often the mutation detector checks the
+	// cache while the informer runs; it also checks once when the
+	// informer stops. Zero means 10 s.
+	MutationCheckPeriod time.Duration
+	// OnMutation is called with a [*MutationError] when a check of the
+	// mutation detector finds changed objects. Nil means the error is
+	// logged at level Error. In either case the check when the informer
+	// stops makes Start return the error as well.
+	OnMutation func(error)
+
+	clock clock.Clock // tests only
+}
+
+// Informer keeps a cache of one resource in step with the server and
+// tells handlers about every change: a [Reflector] lists and watches,
+// feeding a [DeltaFIFO] whose known objects are the cache (a [Store]),
+// and one goroutine pops the deltas, applies them to the cache and
+// queues a notification for every handler. Each handler has its own
+// goroutine and an unbounded buffer, so a slow handler delays only
+// itself; it never blocks the other handlers, the cache or the
+// reflector.
+//
+// # Objects are shared
+//
+// Objects in the cache, returned by [Informer.Lister] and
+// [Informer.Indexer] and given to handlers are shared by all of them:
+// nobody may change them. Copy an object (DeepCopy) before changing it.
+// The mutation detector ([InformerOptions].DetectMutations) finds
+// offenders in tests.
+//
+// # Life cycle
+//
+// Handlers may be added before or after [Informer.Start], which runs the
+// informer until its context ends and returns only once every goroutine
+// it started has ended. An informer runs once.
+//
+// All methods are safe for concurrent use. The zero value is not usable;
+// call [NewInformer].
+type Informer[T client.Object] struct {
+	name      string
+	log       *slog.Logger
+	clock     clock.Clock
+	transform func(T) (T, error)
+	resync    time.Duration
+	store     *Store[T]
+	fifo      *DeltaFIFO[T]
+	refl      *Reflector[T]
+
+	mutations      *mutationDetector[T] // nil when off
+	mutationPeriod time.Duration
+	onMutation     func(error)
+
+	// mu guards the handler list and the life-cycle state. The popping
+	// goroutine holds it while it writes the cache and queues
+	// notifications, so that a handler added meanwhile sees either the
+	// cache before a change and its notification, or the cache after it
+	// and no notification.
+	mu       sync.Mutex
+	state    int // stateNew, stateRunning, stateStopped
+	synced   bool
+	handlers []*listener[T]
+	runCtx   context.Context // while running: handlers' goroutines end with it
+	wg       sync.WaitGroup  // the goroutines of handlers
+	exitErr  error           // why Start returned, once it has
+}
+
+const (
+	stateNew = iota
+	stateRunning
+	stateStopped
+)
+
+// NewInformer returns an informer that fills its cache from lw. It does
+// nothing until Start.
+func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) *Informer[T] {
+	if opts.Name == "" {
+		opts.Name = reflect.TypeFor[T]().String()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.MutationCheckPeriod <= 0 {
+		opts.MutationCheckPeriod = 10 * time.Second
+	}
+	i := &Informer[T]{
+		name:           opts.Name,
+		log:            log.With("informer", opts.Name),
+		clock:          clock.OrReal(opts.clock),
+		transform:      opts.Transform,
+		resync:         opts.ResyncPeriod,
+		store:          NewStore(StoreOptions[T]{Indexers: opts.Indexers}),
+		mutationPeriod: opts.MutationCheckPeriod,
+		onMutation:     opts.OnMutation,
+	}
+	if opts.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
+		i.mutations = &mutationDetector[T]{copies: map[string]T{}}
+	}
+	i.fifo = NewDeltaFIFO(DeltaFIFOOptions[T]{KnownObjects: i.store})
+	ro := opts.Reflector
+	if ro.Name == "" {
+		ro.Name = opts.Name
+	}
+	if ro.Logger == nil {
+		ro.Logger = log
+	}
+	i.refl = NewReflector(lw, Writer[T](informerWriter[T]{i}), ro)
+	return i
+}
+
+// Name returns the informer's name.
+func (i *Informer[T]) Name() string { return i.name }
+
+// Indexer returns a read-only view of the cache. Objects it returns are
+// shared: do not change them.
+func (i *Informer[T]) Indexer() Indexer[T] { return i.store }
+
+// Lister returns a [Lister] that reads the cache.
+func (i *Informer[T]) Lister() Lister[T] { return NewLister[T](i.store) }
+
+// AddIndexers adds indexes to the cache, indexing the objects already in
+// it. It fails with [ErrIndexExists] for a name in use, or an
+// [*IndexError], adding none of them.
+func (i *Informer[T]) AddIndexers(indexers Indexers[T]) error {
+	return i.store.AddIndexers(indexers)
+}
+
+// HasSynced reports whether the cache has been filled by the first full
+// list and every object of that list has been through the cache (its
+// notifications queued to every handler). Handlers may not have
+// processed them yet: see [Registration].HasSynced for that.
+func (i *Informer[T]) HasSynced() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.synced
+}
+
+// LastError returns why the informer is not keeping up, or nil:
+//
+//   - once Start has returned, the error it returned, or [ErrStopped]
+//     when it ended cleanly (the informer will not change any more);
+//   - otherwise the reflector's last list or watch error (a
+//     [*ReflectorError] wrapping the API error, so that
+//     apierrors.IsForbidden and friends work), or nil once a list or
+//     watch has succeeded after it.
+func (i *Informer[T]) LastError() error {
+	i.mu.Lock()
+	stopped, err := i.state == stateStopped, i.exitErr
+	i.mu.Unlock()
+	if stopped {
+		if err == nil {
+			return fmt.Errorf("cache: informer %s: %w", i.name, ErrStopped)
+		}
+		return err
+	}
+	return i.refl.LastError()
+}
+
+// Start runs the informer until ctx ends: the reflector, the goroutine
+// that applies deltas to the cache, every handler's goroutine and, when
+// on, the mutation detector's periodic check. It returns once all of
+// them have ended: nil after a clean stop; an error when the informer
+// broke (a Transform or key function failed), after stopping; a
+// [*MutationError] when the mutation detector's last check found
+// changed objects; or [ErrAlreadyStarted] at once on a second call.
+// Handlers still buffered when ctx ends are not delivered.
+func (i *Informer[T]) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	i.mu.Lock()
+	if i.state != stateNew {
+		i.mu.Unlock()
+		return fmt.Errorf("cache: informer %s: %w", i.name, ErrAlreadyStarted)
+	}
+	i.state = stateRunning
+	i.runCtx = ctx
+	for _, l := range i.handlers {
+		i.startListener(l)
+	}
+	i.mu.Unlock()
+	i.log.Debug("starting")
+
+	var wg sync.WaitGroup
+	var reflErr error
+	wg.Go(func() {
+		if reflErr = i.refl.Run(ctx); reflErr != nil {
+			cancel()
+		}
+	})
+	wg.Go(func() { i.popLoop(ctx) })
+	if i.mutations != nil {
+		wg.Go(func() { i.checkMutationsEvery(ctx) })
+	}
+	<-ctx.Done()
+	wg.Wait()
+	i.fifo.Close()
+
+	// From here AddHandler fails, so no handler goroutine starts while
+	// they are waited for.
+	i.mu.Lock()
+	i.state = stateStopped
+	for _, l := range i.handlers {
+		l.stop()
+	}
+	i.mu.Unlock()
+	i.wg.Wait()
+
+	err := reflErr
+	if i.mutations != nil {
+		if merr := i.CheckMutations(); merr != nil {
+			i.reportMutation(merr)
+			err = errors.Join(err, merr)
+		}
+	}
+	i.mu.Lock()
+	i.exitErr = err
+	i.mu.Unlock()
+	i.log.Debug("stopped", "err", err)
+	return err
+}
+
+// popLoop pops deltas until ctx ends, applying them to the cache and
+// queueing notifications.
+func (i *Informer[T]) popLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := i.fifo.Pop(ctx, i.process)
+		var perr *ProcessError
+		switch {
+		case err == nil:
+		case errors.As(err, &perr):
+			// The cache refused a write (an index function failed): the
+			// object is missing from the cache until its next change.
+			i.log.Error("cannot apply a change to the cache", "key", perr.Key, "err", perr.Err)
+		default:
+			return // ctx ended, or the queue was closed
+		}
+		i.checkSynced()
+	}
+}
+
+// checkSynced marks the informer synced once the DeltaFIFO is. It is
+// called after every pop and after every Replace, so that an empty first
+// list, which leaves nothing to pop, marks it too. Handlers' targets are
+// what they have been queued by then: as the DeltaFIFO is synced, that
+// includes every notification of the first list.
+func (i *Informer[T]) checkSynced() {
+	i.mu.Lock()
+	synced := i.synced
+	i.mu.Unlock()
+	if synced || !i.fifo.HasSynced() {
+		return
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.synced {
+		return
+	}
+	i.synced = true
+	for _, l := range i.handlers {
+		l.setTarget()
+	}
+	i.log.Debug("synced", "objects", i.store.Len())
+}
+
+// process applies one key's deltas to the cache and queues the
+// notifications. It runs inside DeltaFIFO.Pop, with the queue locked.
+func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var errs []error
+	for _, d := range deltas {
+		old, exists := i.store.Get(key)
+		switch d.Type {
+		case Deleted:
+			if err := i.store.Delete(d.Object); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			i.mutations.forget(key)
+			if exists {
+				i.notify(notification[T]{kind: notifyDelete, obj: d.Object, flag: d.FinalStateUnknown})
+			}
+		default: // Added, Updated, Replaced, Sync
+			if err := i.store.Update(d.Object); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			i.mutations.keep(key, d.Object)
+			switch {
+			case !exists:
+				i.notify(notification[T]{kind: notifyAdd, obj: d.Object, flag: !i.synced})
+			case (d.Type == Replaced || d.Type == Sync) && old.GetResourceVersion() == d.Object.GetResourceVersion():
+				// A relist (or resync) found the object unchanged: no news.
+			default:
+				i.notify(notification[T]{kind: notifyUpdate, old: old, obj: d.Object})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// notify queues n to every handler. The caller holds mu.
+func (i *Informer[T]) notify(n notification[T]) {
+	for _, l := range i.handlers {
+		l.push(n)
+	}
+}
+
+// informerWriter is what the reflector writes to: it applies the
+// informer's Transform and passes the result on to the DeltaFIFO.
+type informerWriter[T client.Object] struct{ i *Informer[T] }
+
+func (w informerWriter[T]) Add(obj T) error    { return w.write(w.i.fifo.Add, obj) }
+func (w informerWriter[T]) Update(obj T) error { return w.write(w.i.fifo.Update, obj) }
+func (w informerWriter[T]) Delete(obj T) error { return w.write(w.i.fifo.Delete, obj) }
+
+func (w informerWriter[T]) write(to func(T) error, obj T) error {
+	obj, err := w.i.transformed(obj)
+	if err != nil {
+		return err
+	}
+	return to(obj)
+}
+
+func (w informerWriter[T]) Replace(objs []T) error {
+	for n, obj := range objs {
+		t, err := w.i.transformed(obj)
+		if err != nil {
+			return err
+		}
+		objs[n] = t
+	}
+	if err := w.i.fifo.Replace(objs); err != nil {
+		return err
+	}
+	w.i.checkSynced()
+	return nil
+}
+
+// TransformError reports that an informer's Transform failed for an
+// object. The informer stops; its Start returns this error.
+type TransformError struct {
+	Informer  string // the informer's name
+	Namespace string // the object's namespace and name
+	Name      string
+	Err       error // what the Transform returned
+}
+
+func (e *TransformError) Error() string {
+	return fmt.Sprintf("cache: informer %s: transform of %s/%s: %v", e.Informer, e.Namespace, e.Name, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *TransformError) Unwrap() error { return e.Err }
+
+func (i *Informer[T]) transformed(obj T) (T, error) {
+	if i.transform == nil {
+		return obj, nil
+	}
+	t, err := i.transform(obj)
+	if err != nil {
+		return t, &TransformError{Informer: i.name, Namespace: obj.GetNamespace(), Name: obj.GetName(), Err: err}
+	}
+	return t, nil
+}
+
+// StripManagedFields is a ready-made [InformerOptions].Transform that
+// drops metadata.managedFields, which controllers rarely read and which
+// can be a large part of an object's size. It changes obj in place and
+// returns it: an informer's Transform is given objects fresh from the
+// decoder, which nobody else holds. It never fails.
+func StripManagedFields[T client.Object](obj T) (T, error) {
+	obj.SetManagedFields(nil)
+	return obj, nil
+}

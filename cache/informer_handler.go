@@ -1,0 +1,343 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/loom-k8s/loom/client"
+)
+
+// Handler is told about the changes an [Informer] applies to its cache.
+// The informer calls a handler's methods from one goroutine of that
+// handler's own, one call at a time, in the order of the changes; calls
+// for different handlers run concurrently. Objects given are shared with
+// the cache and every other handler: do not change them. A handler that
+// blocks delays only its own later calls.
+//
+// Handlers see the state of the cache, not every event on the server:
+// changes that happen while the watch is broken arrive as the difference
+// between two lists (see [Delta]).
+type Handler[T any] interface {
+	// OnAdd is called for an object new to the cache. initial is true
+	// for the objects of the first list, and for the objects already
+	// cached when the handler was added (a handler added late first
+	// receives the whole cache this way).
+	OnAdd(obj T, initial bool)
+	// OnUpdate is called when an object in the cache changes, with its
+	// previous and new state. A periodic resync calls it with old and
+	// new the same object.
+	OnUpdate(old, new T)
+	// OnDelete is called when an object leaves the cache, with its final
+	// state. finalStateUnknown is true when the deletion was not seen but
+	// inferred from a new list lacking the object: obj is then the last
+	// state cached, which may be stale (see [Deleted]).
+	OnDelete(obj T, finalStateUnknown bool)
+}
+
+// HandlerFuncs adapts functions to a [Handler]. A nil function ignores
+// its kind of change.
+type HandlerFuncs[T any] struct {
+	Add    func(obj T, initial bool)
+	Update func(old, new T)
+	Delete func(obj T, finalStateUnknown bool)
+}
+
+// OnAdd calls Add, if set.
+func (f HandlerFuncs[T]) OnAdd(obj T, initial bool) {
+	if f.Add != nil {
+		f.Add(obj, initial)
+	}
+}
+
+// OnUpdate calls Update, if set.
+func (f HandlerFuncs[T]) OnUpdate(old, new T) {
+	if f.Update != nil {
+		f.Update(old, new)
+	}
+}
+
+// OnDelete calls Delete, if set.
+func (f HandlerFuncs[T]) OnDelete(obj T, finalStateUnknown bool) {
+	if f.Delete != nil {
+		f.Delete(obj, finalStateUnknown)
+	}
+}
+
+// HandlerOptions configure [Informer.AddHandler]. The zero value is
+// valid.
+type HandlerOptions struct {
+	// ResyncPeriod is how often the handler is given every cached object
+	// again, as OnUpdate(obj, obj), so that a level-based handler
+	// revisits everything now and then. A resync reads the informer's
+	// cache and involves neither the server nor the other handlers;
+	// nothing in it is news, and it cannot repair a cache that missed
+	// events. A resync that falls due while the handler has not finished
+	// the previous one is skipped, so a slow handler's buffer does not
+	// grow with resyncs. Zero means the informer's
+	// [InformerOptions].ResyncPeriod; negative means never.
+	ResyncPeriod time.Duration
+}
+
+// Registration is a handler added to an informer.
+type Registration interface {
+	// HasSynced reports whether the handler has returned from the calls
+	// for every object of the informer's first list (or, for a handler
+	// added after that, for every object the cache held when it was
+	// added). It stays false while the informer has not synced.
+	HasSynced() bool
+	// Remove stops calls to the handler: once it returns, no call starts,
+	// though a call in progress finishes. Notifications still buffered
+	// are dropped. Remove may be called from the handler itself, and more
+	// than once.
+	Remove()
+}
+
+// ErrNilHandler: AddHandler was given a nil handler.
+var ErrNilHandler = errors.New("nil handler")
+
+// AddHandler adds a handler to the informer, before or after Start. A
+// handler added while objects are cached is first given all of them as
+// OnAdd(obj, true), in no particular order, then every later change. It
+// fails with [ErrStopped] once the informer has stopped, or with
+// [ErrNilHandler].
+func (i *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (Registration, error) {
+	if h == nil {
+		return nil, fmt.Errorf("cache: informer %s: %w", i.name, ErrNilHandler)
+	}
+	period := opts.ResyncPeriod
+	if period == 0 {
+		period = i.resync
+	}
+	l := &listener[T]{
+		inf:    i,
+		h:      h,
+		resync: max(period, 0),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.state == stateStopped {
+		return nil, fmt.Errorf("cache: informer %s: %w", i.name, ErrStopped)
+	}
+	for _, obj := range i.store.List() {
+		l.push(notification[T]{kind: notifyAdd, obj: obj, flag: true})
+	}
+	if i.synced {
+		l.setTarget()
+	}
+	i.handlers = append(i.handlers, l)
+	if i.state == stateRunning {
+		i.startListener(l)
+	}
+	return l, nil
+}
+
+// startListener starts l's goroutine. The caller holds mu.
+func (i *Informer[T]) startListener(l *listener[T]) {
+	ctx := i.runCtx
+	i.wg.Go(func() { l.run(ctx) })
+}
+
+// remove takes l off the handler list.
+func (i *Informer[T]) remove(l *listener[T]) {
+	i.mu.Lock()
+	for n, h := range i.handlers {
+		if h == l {
+			i.handlers = append(i.handlers[:n:n], i.handlers[n+1:]...)
+			break
+		}
+	}
+	i.mu.Unlock()
+	l.stop()
+}
+
+// resyncTo queues OnUpdate(obj, obj) for every cached object to l,
+// unless the informer has not synced or l has not finished its previous
+// resync.
+func (i *Informer[T]) resyncTo(l *listener[T]) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.synced {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || l.delivered < l.resyncMark {
+		return
+	}
+	for _, obj := range i.store.List() {
+		l.pushLocked(notification[T]{kind: notifyUpdate, old: obj, obj: obj})
+	}
+	l.resyncMark = l.queued
+}
+
+type notifyKind uint8
+
+const (
+	notifyAdd notifyKind = iota + 1
+	notifyUpdate
+	notifyDelete
+)
+
+// notification is one call to make to a handler. flag is initial for
+// adds and finalStateUnknown for deletes.
+type notification[T any] struct {
+	kind     notifyKind
+	flag     bool
+	old, obj T
+}
+
+// listener runs one handler: an unbounded buffer of notifications, and
+// a goroutine that delivers them in order.
+type listener[T client.Object] struct {
+	inf    *Informer[T]
+	h      Handler[T]
+	resync time.Duration // 0: never
+	wake   chan struct{} // one slot: the buffer became non-empty
+	done   chan struct{} // closed by stop
+
+	mu         sync.Mutex
+	buf        []notification[T] // buf[head:] is pending
+	head       int
+	queued     uint64 // notifications ever queued
+	delivered  uint64 // notifications the handler has returned from
+	target     uint64 // delivered count that makes HasSynced true
+	targetSet  bool
+	resyncMark uint64 // queued count at the end of the last resync
+	stopped    bool
+}
+
+// push queues n.
+func (l *listener[T]) push(n notification[T]) {
+	l.mu.Lock()
+	l.pushLocked(n)
+	l.mu.Unlock()
+}
+
+func (l *listener[T]) pushLocked(n notification[T]) {
+	if l.stopped {
+		return
+	}
+	l.buf = append(l.buf, n)
+	l.queued++
+	if len(l.buf)-l.head == 1 {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// next takes the oldest pending notification.
+func (l *listener[T]) next() (notification[T], bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head == len(l.buf) {
+		return notification[T]{}, false
+	}
+	n := l.buf[l.head]
+	l.buf[l.head] = notification[T]{} // drop the references
+	l.head++
+	switch {
+	case l.head == len(l.buf):
+		l.buf, l.head = l.buf[:0], 0
+	case l.head >= 1024 && l.head >= len(l.buf)/2:
+		// Compact, so that a buffer that never empties does not grow
+		// without bound behind its head.
+		k := copy(l.buf, l.buf[l.head:])
+		clear(l.buf[k:])
+		l.buf, l.head = l.buf[:k], 0
+	}
+	return n, true
+}
+
+func (l *listener[T]) setTarget() {
+	l.mu.Lock()
+	l.target, l.targetSet = l.queued, true
+	l.mu.Unlock()
+}
+
+// HasSynced implements [Registration].
+func (l *listener[T]) HasSynced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.targetSet && l.delivered >= l.target
+}
+
+// Remove implements [Registration].
+func (l *listener[T]) Remove() { l.inf.remove(l) }
+
+func (l *listener[T]) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.stopped = true
+		close(l.done)
+		clear(l.buf)
+		l.buf, l.head = nil, 0
+	}
+}
+
+// run delivers notifications until l is stopped or ctx ends.
+func (l *listener[T]) run(ctx context.Context) {
+	var resync <-chan time.Time
+	if l.resync > 0 {
+		t := l.inf.clock.NewTimer(l.resync)
+		defer t.Stop()
+		resync = t.C()
+		rearm := func() { l.inf.resyncTo(l); t.Reset(l.resync) }
+		for {
+			select {
+			case <-resync:
+				rearm()
+			default:
+			}
+			if !l.step(ctx, resync, rearm) {
+				return
+			}
+		}
+	}
+	for l.step(ctx, nil, nil) {
+	}
+}
+
+// step delivers one notification, or waits for one (resyncing if the
+// resync timer fires meanwhile). It returns false when l must end.
+func (l *listener[T]) step(ctx context.Context, resync <-chan time.Time, onResync func()) bool {
+	select {
+	case <-l.done:
+		return false
+	case <-ctx.Done():
+		return false
+	default:
+	}
+	n, ok := l.next()
+	if !ok {
+		select {
+		case <-l.done:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-l.wake:
+		case <-resync:
+			onResync()
+		}
+		return true
+	}
+	switch n.kind {
+	case notifyAdd:
+		l.h.OnAdd(n.obj, n.flag)
+	case notifyUpdate:
+		l.h.OnUpdate(n.old, n.obj)
+	case notifyDelete:
+		l.h.OnDelete(n.obj, n.flag)
+	}
+	l.mu.Lock()
+	l.delivered++
+	l.mu.Unlock()
+	return true
+}

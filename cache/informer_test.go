@@ -1,0 +1,413 @@
+package cache_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/internal/clock"
+)
+
+func TestInformerDeliversChangesInOrder(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	inf := cache.NewInformer(lw, quiet())
+	rec := newRecorder()
+	reg, err := inf.AddHandler(rec, cache.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, inf)
+
+	initial := rec.next(2)
+	slices.Sort(initial)
+	if want := []string{"add a rv=1 initial=true", "add b rv=2 initial=true"}; !slices.Equal(initial, want) {
+		t.Fatalf("initial list: %q, want %q", initial, want)
+	}
+	eventually(reg.HasSynced)
+	if !inf.HasSynced() {
+		t.Fatal("a handler synced before its informer")
+	}
+
+	lw.send(watch.Added, cm("c", "11"))
+	lw.send(watch.Modified, cm("a", "12"))
+	lw.send(watch.Modified, cm("a", "13"))
+	lw.send(watch.Deleted, cm("b", "14"))
+	lw.send(watch.Deleted, cm("zz", "15")) // never cached: no call
+	lw.send(watch.Added, cm("b", "16"))
+	want := []string{
+		"add c rv=11 initial=false",
+		"update a rv=1->12",
+		"update a rv=12->13",
+		"delete b rv=14 unknown=false",
+		"add b rv=16 initial=false",
+	}
+	if got := rec.next(len(want)); !slices.Equal(got, want) {
+		t.Fatalf("calls:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	if got, _ := inf.Lister().Namespace("ns").Get("a"); got.ResourceVersion != "13" {
+		t.Errorf("lister has a at rv %s, want 13", got.ResourceVersion)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := inf.LastError(); !errors.Is(err, cache.ErrStopped) {
+		t.Errorf("LastError after stop = %v, want ErrStopped", err)
+	}
+}
+
+func TestInformerRelistSendsTheDifference(t *testing.T) {
+	lw := newFeed(
+		list("10", "", cm("a", "1"), cm("b", "2"), cm("c", "3")),
+		list("20", "", cm("a", "1"), cm("b", "19"), cm("d", "18")),
+	)
+	inf := cache.NewInformer(lw, quiet())
+	rec := newRecorder()
+	if _, err := inf.AddHandler(rec, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	rec.next(3)
+	lw.expire() // 410: the reflector lists again
+	// a is unchanged (same resourceVersion): no call. b changed, d is
+	// new, c is gone: its deletion was missed, so it is a tombstone.
+	got := rec.next(3)
+	slices.Sort(got)
+	want := []string{"add d rv=18 initial=false", "delete c rv=3 unknown=true", "update b rv=2->19"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after relist: %q, want %q", got, want)
+	}
+	lw.send(watch.Added, cm("e", "21"))
+	if got := rec.next(1)[0]; got != "add e rv=21 initial=false" {
+		t.Fatalf("after relist, then an add: %q (a stray call for an unchanged object?)", got)
+	}
+}
+
+func TestInformerLateHandlerGetsTheCacheFirst(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	inf := cache.NewInformer(lw, quiet())
+	run(t, inf)
+	eventually(inf.HasSynced)
+	lw.send(watch.Added, cm("c", "11"))
+	eventually(func() bool { _, ok := inf.Indexer().Get("ns/c"); return ok })
+
+	rec := newRecorder()
+	reg, err := inf.AddHandler(rec, cache.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rec.next(3)
+	slices.Sort(got)
+	if want := []string{"add a rv=1 initial=true", "add b rv=2 initial=true", "add c rv=11 initial=true"}; !slices.Equal(got, want) {
+		t.Fatalf("late handler got %q, want %q", got, want)
+	}
+	eventually(reg.HasSynced)
+	lw.send(watch.Deleted, cm("a", "12"))
+	if got := rec.next(1)[0]; got != "delete a rv=12 unknown=false" {
+		t.Fatalf("then %q", got)
+	}
+}
+
+func TestInformerSlowHandlerDelaysOnlyItself(t *testing.T) {
+	lw := newFeed(list("10", ""))
+	inf := cache.NewInformer(lw, quiet())
+	release := make(chan struct{})
+	slow := newRecorder()
+	blocked := cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: func(obj *corev1.ConfigMap, initial bool) {
+			if obj.Name == "first" {
+				<-release // stuck until the others are done
+			}
+			slow.OnAdd(obj, initial)
+		},
+	}
+	slowReg, err := inf.AddHandler(blocked, cache.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := newRecorder()
+	if _, err := inf.AddHandler(fast, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	eventually(inf.HasSynced)
+	const n = 2000 // far more than any fixed buffer would hold
+	lw.send(watch.Added, cm("first", "1"))
+	for i := range n {
+		lw.send(watch.Added, cm("o"+strconv.Itoa(i), strconv.Itoa(100+i)))
+	}
+	if got := fast.next(n + 1); got[n] != "add o1999 rv=2099 initial=false" {
+		t.Fatalf("fast handler's last call %q", got[n])
+	}
+	if got := inf.Indexer().Len(); got != n+1 {
+		t.Fatalf("cache has %d objects while a handler is stuck; want %d", got, n+1)
+	}
+	close(release)
+	got := slow.next(n + 1)
+	for i, line := range got[1:] {
+		if want := "add o" + strconv.Itoa(i) + " rv=" + strconv.Itoa(100+i) + " initial=false"; line != want {
+			t.Fatalf("slow handler call %d: %q, want %q", i+1, line, want)
+		}
+	}
+	eventually(slowReg.HasSynced)
+}
+
+func TestInformerRemoveHandler(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1")))
+	inf := cache.NewInformer(lw, quiet())
+	removed, kept := newRecorder(), newRecorder()
+	reg, err := inf.AddHandler(removed, cache.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddHandler(kept, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	removed.next(1)
+	kept.next(1)
+	reg.Remove()
+	reg.Remove() // idempotent
+	lw.send(watch.Added, cm("b", "11"))
+	kept.next(1)
+	if len(removed.ch) != 0 {
+		t.Fatalf("a removed handler was called: %q", <-removed.ch)
+	}
+}
+
+// A handler that removes itself from inside a call.
+func TestInformerHandlerRemovesItself(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	inf := cache.NewInformer(lw, quiet())
+	var reg cache.Registration
+	var mu sync.Mutex
+	calls := 0
+	done := make(chan struct{})
+	reg, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{Add: func(*corev1.ConfigMap, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			reg.Remove()
+			close(done)
+		}
+	}}, cache.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	<-done
+	other := newRecorder()
+	if _, err := inf.AddHandler(other, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other.next(2)
+	lw.send(watch.Added, cm("c", "11"))
+	other.next(1)
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d calls; want 1, then none after Remove", calls)
+	}
+}
+
+func TestInformerResyncIsPerHandler(t *testing.T) {
+	fake := clock.NewFake(time.Unix(0, 0))
+	opts := quiet()
+	cache.SetInformerClock(&opts, fake)
+	opts.ResyncPeriod = time.Hour // the default: overridden below
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	inf := cache.NewInformer(lw, opts)
+	minutely, never := newRecorder(), newRecorder()
+	if _, err := inf.AddHandler(minutely, cache.HandlerOptions{ResyncPeriod: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddHandler(never, cache.HandlerOptions{ResyncPeriod: -1}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	minutely.next(2)
+	never.next(2)
+	eventually(func() bool { return fake.Waiters() == 1 }) // the minutely handler's timer
+
+	fake.Step(time.Minute)
+	got := minutely.next(2)
+	slices.Sort(got)
+	if want := []string{"update a rv=1->1", "update b rv=2->2"}; !slices.Equal(got, want) {
+		t.Fatalf("resync: %q, want %q", got, want)
+	}
+	lw.send(watch.Added, cm("c", "11"))
+	if got := never.next(1)[0]; got != "add c rv=11 initial=false" {
+		t.Fatalf("a handler without resync got %q", got)
+	}
+	if got := minutely.next(1)[0]; got != "add c rv=11 initial=false" {
+		t.Fatalf("after its resync: %q", got)
+	}
+	eventually(func() bool { return fake.Waiters() == 1 }) // re-armed
+	fake.Step(time.Minute)
+	if got := minutely.next(3); len(got) != 3 || !strings.HasPrefix(got[0], "update") {
+		t.Fatalf("second resync: %q", got)
+	}
+}
+
+func TestInformerTransform(t *testing.T) {
+	withFields := func(name, rv string) *corev1.ConfigMap {
+		o := cm(name, rv)
+		o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+		return o
+	}
+	lw := newFeed(list("10", "", withFields("a", "1")))
+	opts := quiet()
+	opts.Transform = cache.StripManagedFields[*corev1.ConfigMap]
+	inf := cache.NewInformer(lw, opts)
+	var mu sync.Mutex
+	var seen []int
+	events := make(chan struct{}, 10)
+	record := func(o *corev1.ConfigMap) {
+		mu.Lock()
+		seen = append(seen, len(o.ManagedFields))
+		mu.Unlock()
+		events <- struct{}{}
+	}
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add:    func(o *corev1.ConfigMap, _ bool) { record(o) },
+		Update: func(_, o *corev1.ConfigMap) { record(o) },
+		Delete: func(o *corev1.ConfigMap, _ bool) { record(o) },
+	}, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	<-events
+	lw.send(watch.Modified, withFields("a", "11"))
+	<-events
+	lw.send(watch.Deleted, withFields("a", "12"))
+	<-events
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(seen, []int{0, 0, 0}) {
+		t.Fatalf("managedFields entries seen by the handler: %v, want none", seen)
+	}
+}
+
+func TestInformerTransformErrorStopsIt(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1")))
+	opts := quiet()
+	boom := errors.New("boom")
+	opts.Transform = func(o *corev1.ConfigMap) (*corev1.ConfigMap, error) { return nil, boom }
+	inf := cache.NewInformer(lw, opts)
+	err := inf.Start(t.Context()) // returns on its own: the informer is broken
+	var te *cache.TransformError
+	if !errors.As(err, &te) || !errors.Is(err, boom) || te.Name != "a" {
+		t.Fatalf("Start = %v, want a TransformError for a wrapping boom", err)
+	}
+	if !errors.Is(inf.LastError(), boom) {
+		t.Errorf("LastError = %v", inf.LastError())
+	}
+}
+
+func TestInformerMutationDetector(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	opts := quiet()
+	opts.DetectMutations = true
+	var mu sync.Mutex
+	var reported []error
+	opts.OnMutation = func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }
+	inf := cache.NewInformer(lw, opts)
+	mutated := make(chan struct{})
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: func(o *corev1.ConfigMap, _ bool) {
+			if o.Name == "b" {
+				o.Labels = map[string]string{"oops": "changed the cache"} // forbidden
+				close(mutated)
+			}
+		},
+	}, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, inf)
+	<-mutated
+	var me *cache.MutationError
+	if err := inf.CheckMutations(); !errors.As(err, &me) || !slices.Equal(me.Keys, []string{"ns/b"}) {
+		t.Fatalf("CheckMutations = %v, want a MutationError for ns/b", err)
+	}
+	if err := stop(); !errors.As(err, &me) {
+		t.Fatalf("Start = %v, want the MutationError of its last check", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) != 1 {
+		t.Fatalf("OnMutation called %d times, want once (at stop)", len(reported))
+	}
+}
+
+func TestInformerMutationDetectorIsQuietWhenNobodyMutates(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1")))
+	opts := quiet()
+	opts.DetectMutations = true
+	inf := cache.NewInformer(lw, opts)
+	stop := run(t, inf)
+	eventually(inf.HasSynced)
+	lw.send(watch.Modified, cm("a", "2"))
+	lw.send(watch.Deleted, cm("a", "3"))
+	lw.send(watch.Added, cm("b", "4"))
+	eventually(func() bool { _, ok := inf.Indexer().Get("ns/b"); return ok })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInformerLifeCycle(t *testing.T) {
+	lw := newFeed(list("10", ""))
+	inf := cache.NewInformer(lw, quiet())
+	if inf.Name() != "*v1.ConfigMap" {
+		t.Errorf("default name %q", inf.Name())
+	}
+	if _, err := inf.AddHandler(nil, cache.HandlerOptions{}); !errors.Is(err, cache.ErrNilHandler) {
+		t.Errorf("nil handler: %v", err)
+	}
+	stop := run(t, inf)
+	eventually(inf.HasSynced) // an empty first list syncs too
+	if err := inf.Start(t.Context()); !errors.Is(err, cache.ErrAlreadyStarted) {
+		t.Errorf("second Start: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddHandler(newRecorder(), cache.HandlerOptions{}); !errors.Is(err, cache.ErrStopped) {
+		t.Errorf("AddHandler after stop: %v", err)
+	}
+}
+
+// A handler added before Start, while the first list is in progress,
+// and after: each HasSynced becomes true only when that handler has
+// returned from every initial call.
+func TestInformerHandlerHasSynced(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2"), cm("c", "3")))
+	inf := cache.NewInformer(lw, quiet())
+	gate := make(chan struct{})
+	var calls sync.WaitGroup
+	calls.Add(3)
+	reg, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{Add: func(*corev1.ConfigMap, bool) {
+		calls.Done()
+		<-gate
+	}}, cache.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	eventually(inf.HasSynced)
+	if reg.HasSynced() {
+		t.Fatal("handler synced while stuck in its first call")
+	}
+	close(gate)
+	calls.Wait()
+	eventually(reg.HasSynced)
+}
