@@ -253,8 +253,11 @@ func (s *Store[T]) put(st *state[T], key string, obj T) error {
 				}
 			}
 		}
+		var oldL, newL map[string]string
 		if s.labelsOf != nil {
-			oldL, newL := s.labelsOf(old), s.labelsOf(obj)
+			oldL, newL = s.labelsOf(old), s.labelsOf(obj)
+		}
+		if !maps.Equal(oldL, newL) { // most updates keep the labels
 			for k, v := range oldL {
 				if nv, ok := newL[k]; !ok || nv != v {
 					st.removeLabel(k, v, id)

@@ -14,6 +14,7 @@ package cache
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -305,6 +306,83 @@ func BenchmarkGetByKey(b *testing.B) {
 				b.Fatal("missing")
 			}
 			i++
+		}
+	})
+}
+
+// BenchmarkWrite measures the write side, which the label index makes
+// more expensive: Update of a stored pod by a copy with the same labels
+// (a status change, the common case), Update by a copy whose
+// pod-template-hash and version changed (a rollout), and Replace of the
+// whole 100k corpus (a relist).
+func BenchmarkWrite(b *testing.B) {
+	s := buildStores(b)
+	same := make([]*corev1.Pod, len(s.pods))
+	rolled := make([]*corev1.Pod, len(s.pods))
+	for i, p := range s.pods {
+		c := *p
+		c.ResourceVersion += "0"
+		same[i] = &c
+		r := *p
+		r.Labels = maps.Clone(p.Labels)
+		r.Labels["pod-template-hash"] = "rolled"
+		r.Labels["version"] = "v3"
+		rolled[i] = &r
+	}
+	cg := cgcache.NewIndexer(cgcache.MetaNamespaceKeyFunc,
+		cgcache.Indexers{cgcache.NamespaceIndex: cgcache.MetaNamespaceIndexFunc})
+	loom := cache.NewStore(cache.StoreOptions[*corev1.Pod]{})
+	cgList := make([]any, len(s.pods))
+	for i, p := range s.pods {
+		cgList[i] = p
+	}
+	if err := cg.Replace(cgList, "1"); err != nil {
+		b.Fatal(err)
+	}
+	if err := loom.Replace(s.pods); err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range []struct {
+		name string
+		objs []*corev1.Pod
+	}{{"update-same-labels", same}, {"update-new-labels", rolled}} {
+		b.Run(w.name+"/client-go", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				// Alternate between the original and the copy so that
+				// every update is a change.
+				p := w.objs[i%len(w.objs)]
+				if (i/len(w.objs))%2 == 1 {
+					p = s.pods[i%len(w.objs)]
+				}
+				_ = cg.Update(p)
+				i++
+			}
+		})
+		b.Run(w.name+"/loom", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				p := w.objs[i%len(w.objs)]
+				if (i/len(w.objs))%2 == 1 {
+					p = s.pods[i%len(w.objs)]
+				}
+				_ = loom.Update(p)
+				i++
+			}
+		})
+	}
+	b.Run("replace-100k/client-go", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = cg.Replace(cgList, "1")
+		}
+	})
+	b.Run("replace-100k/loom", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = loom.Replace(s.pods)
 		}
 	})
 }
