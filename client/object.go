@@ -91,3 +91,25 @@ func resolve[E any](ctx context.Context, opts Options) (Resource, error) {
 	}
 	return m, nil
 }
+
+// KindOf returns the group, version and kind of obj: from its own
+// apiVersion and kind when set, else from the built-in table for its Go
+// type, else from scheme (which may be nil). Objects read from a cache
+// often have no apiVersion and kind; this is how to name them anyway.
+func KindOf(obj runtime.Object, scheme *runtime.Scheme) (schema.GroupVersionKind, bool) {
+	if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind != "" && gvk.Version != "" {
+		return gvk, true
+	}
+	t := reflect.TypeOf(obj)
+	if t.Kind() == reflect.Pointer {
+		if r, ok := builtins[t.Elem()]; ok {
+			return r.Kind, true
+		}
+	}
+	if scheme != nil {
+		if gvks, _, err := scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
+			return gvks[0], true
+		}
+	}
+	return schema.GroupVersionKind{}, false
+}

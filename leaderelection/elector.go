@@ -66,7 +66,7 @@ type Elector struct {
 	log    *slog.Logger
 	clock  clock.Clock
 
-	mu       sync.Mutex
+	mu        sync.Mutex
 	observed  *coordinationv1.Lease // the Lease as last read or written
 	seenAt    time.Time             // our clock when its holder or renew time last changed
 	renewedAt time.Time             // our clock when our last successful write was sent
