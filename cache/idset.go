@@ -3,71 +3,73 @@ package cache
 import (
 	"iter"
 	"math/bits"
+	"slices"
 )
 
-// smallSetMax is the size up to which an idSet is a plain slice. Most
-// index values (a pod-template-hash, a node name) hold a handful of
-// objects, where a slice is smaller and faster than a map.
+// smallSetMax is the size up to which an idSet always stays a slice, so
+// that tiny sets in tiny stores do not flap between forms.
 const smallSetMax = 16
 
-// An idSet holds a set of slot ids in one of three forms, chosen by size
-// and density so that each costs at most a few bytes per member:
+// An idSet holds a set of slot ids in one of two forms, chosen by
+// density so that each costs at most 4 bytes per member:
 //
-//   - a slice, up to smallSetMax members;
-//   - a map, for sparse larger sets (about 10 to 15 bytes per member);
-//   - a bitmap over the ids, for sets holding at least 1 in 32 of the
-//     store's slots (at most 4 bytes per member, usually far less: a
-//     label every object has costs one bit per object). It returns to a
-//     map when it falls below 1 in 64 of the ids it spans.
+//   - a sorted slice of ids, for sparse sets: 4 bytes per member;
+//     membership by binary search; adding or removing costs a copy of
+//     the ids after the position, at most a few microseconds since a
+//     sparse set holds under 1 in 32 of the store's objects;
+//   - a bitmap over the ids, once a set holds at least 1 in 32 of the
+//     store's slots: at most 4 bytes per member and usually far less (a
+//     label every object has costs one bit per object), with membership
+//     by a bit test. It returns to a slice when it falls below 1 in 64 of
+//     the ids it spans.
 //
-// Dense sets are the ones a selector meets most (tier=frontend,
-// environment=prod, a namespace), so the bitmap also makes membership
-// tests cheap where they are most frequent. The zero value is an empty
+// Dense sets are the ones selectors meet most (tier=frontend,
+// environment=prod, a namespace), so the bitmap also makes the most
+// frequent membership tests the cheapest. The zero value is an empty
 // set. An idSet is not safe for concurrent use.
 type idSet struct {
-	small []uint32
-	big   map[uint32]struct{}
-	bits  []uint64
-	n     int // members, in the bitmap form
+	ids  []uint32 // sorted; the slice form
+	bits []uint64 // the bitmap form, when non-nil
+	n    int      // members, in the bitmap form
 }
 
 // add adds id, which must not be in the set. universe is the number of
 // slots of the store, which decides when a set is dense.
 func (s *idSet) add(id uint32, universe int) {
-	switch {
-	case s.bits != nil:
+	if s.bits != nil {
 		w := int(id >> 6)
 		if w >= len(s.bits) {
 			if s.n+1 < w+1 { // fewer members than words: under 1 in 64
-				s.toMap()
-				s.big[id] = struct{}{}
+				s.toSlice()
+				s.insert(id)
 				return
 			}
 			s.bits = append(s.bits, make([]uint64, w+1-len(s.bits))...)
 		}
 		s.bits[w] |= 1 << (id & 63)
 		s.n++
-	case s.big != nil:
-		s.big[id] = struct{}{}
-		if len(s.big)*32 >= universe {
-			s.toBits()
-		}
-	default:
-		s.small = append(s.small, id)
-		if len(s.small) > smallSetMax {
-			if len(s.small)*32 >= universe {
-				s.toBits()
-			} else {
-				s.toMap()
-			}
-		}
+		return
+	}
+	s.insert(id)
+	if len(s.ids) > smallSetMax && len(s.ids)*32 >= universe {
+		s.toBits()
+	}
+}
+
+// insert adds id to the slice form, keeping it sorted.
+func (s *idSet) insert(id uint32) {
+	if n := len(s.ids); n == 0 || s.ids[n-1] < id { // the common case: a new slot
+		s.ids = append(s.ids, id)
+		return
+	}
+	if i, found := slices.BinarySearch(s.ids, id); !found {
+		s.ids = slices.Insert(s.ids, i, id)
 	}
 }
 
 // remove removes id if present.
 func (s *idSet) remove(id uint32) {
-	switch {
-	case s.bits != nil:
+	if s.bits != nil {
 		w := int(id >> 6)
 		if w >= len(s.bits) || s.bits[w]&(1<<(id&63)) == 0 {
 			return
@@ -75,58 +77,32 @@ func (s *idSet) remove(id uint32) {
 		s.bits[w] &^= 1 << (id & 63)
 		s.n--
 		if s.n < len(s.bits) || s.n <= smallSetMax { // under 1 in 64, or small
-			s.toMap()
+			s.toSlice()
 		}
-	case s.big != nil:
-		delete(s.big, id)
-		if len(s.big) <= smallSetMax/2 {
-			s.toSmall()
-		}
-	default:
-		for i, x := range s.small {
-			if x == id {
-				last := len(s.small) - 1
-				s.small[i] = s.small[last]
-				s.small = s.small[:last]
-				return
-			}
-		}
-	}
-}
-
-// toMap converts the set to the map form, or to the slice form if small.
-func (s *idSet) toMap() {
-	if s.len() <= smallSetMax && s.big == nil {
-		s.toSmall()
 		return
 	}
-	m := make(map[uint32]struct{}, s.len()+1)
-	for id := range s.all() {
-		m[id] = struct{}{}
+	if i, found := slices.BinarySearch(s.ids, id); found {
+		s.ids = slices.Delete(s.ids, i, i+1)
+		if cap(s.ids) > 64 && len(s.ids) < cap(s.ids)/4 {
+			s.ids = slices.Clip(slices.Clone(s.ids)) // give back memory
+		}
 	}
-	*s = idSet{big: m}
 }
 
-func (s *idSet) toSmall() {
-	small := make([]uint32, 0, s.len())
+func (s *idSet) toSlice() {
+	ids := make([]uint32, 0, s.n)
 	for id := range s.all() {
-		small = append(small, id)
+		ids = append(ids, id)
 	}
-	*s = idSet{small: small}
+	*s = idSet{ids: ids}
 }
 
 func (s *idSet) toBits() {
-	var maxID uint32
-	for id := range s.all() {
-		maxID = max(maxID, id)
-	}
-	b := make([]uint64, maxID>>6+1)
-	n := 0
-	for id := range s.all() {
+	b := make([]uint64, s.ids[len(s.ids)-1]>>6+1)
+	for _, id := range s.ids {
 		b[id>>6] |= 1 << (id & 63)
-		n++
 	}
-	*s = idSet{bits: b, n: n}
+	*s = idSet{bits: b, n: len(s.ids)}
 }
 
 func (s *idSet) len() int {
@@ -135,10 +111,8 @@ func (s *idSet) len() int {
 		return 0
 	case s.bits != nil:
 		return s.n
-	case s.big != nil:
-		return len(s.big)
 	}
-	return len(s.small)
+	return len(s.ids)
 }
 
 func (s *idSet) contains(id uint32) bool {
@@ -148,20 +122,14 @@ func (s *idSet) contains(id uint32) bool {
 	case s.bits != nil:
 		w := int(id >> 6)
 		return w < len(s.bits) && s.bits[w]&(1<<(id&63)) != 0
-	case s.big != nil:
-		_, ok := s.big[id]
-		return ok
+	case len(s.ids) <= smallSetMax:
+		return slices.Contains(s.ids, id)
 	}
-	for _, x := range s.small {
-		if x == id {
-			return true
-		}
-	}
-	return false
+	_, found := slices.BinarySearch(s.ids, id)
+	return found
 }
 
-// all yields every id once; in increasing order for a bitmap, in no
-// particular order otherwise.
+// all yields every id once, in increasing order.
 func (s *idSet) all() iter.Seq[uint32] {
 	return func(yield func(uint32) bool) {
 		switch {
@@ -175,14 +143,8 @@ func (s *idSet) all() iter.Seq[uint32] {
 					w &= w - 1
 				}
 			}
-		case s.big != nil:
-			for id := range s.big {
-				if !yield(id) {
-					return
-				}
-			}
 		default:
-			for _, id := range s.small {
+			for _, id := range s.ids {
 				if !yield(id) {
 					return
 				}

@@ -33,11 +33,17 @@ func TestIDSetModel(t *testing.T) {
 					delete(model, id)
 				}
 				forms[s.form()] = true
+				if s.form() == "unsorted slice" {
+					t.Fatalf("step %d: ids not sorted: %v", step, s.ids)
+				}
 				if s.len() != len(model) {
 					t.Fatalf("step %d: len = %d, want %d (%s)", step, s.len(), len(model), s.form())
 				}
 				if step%97 == 0 {
-					got := slices.Sorted(s.all())
+					got := slices.Collect(s.all())
+					if !slices.IsSorted(got) {
+						t.Fatalf("step %d: all() not in increasing order", step)
+					}
 					var want []uint32
 					for id := range model {
 						want = append(want, id)
@@ -60,11 +66,11 @@ func TestIDSetModel(t *testing.T) {
 }
 
 func (s *idSet) form() string {
-	switch {
-	case s.bits != nil:
+	if s.bits != nil {
 		return "bits"
-	case s.big != nil:
-		return "map"
+	}
+	if !slices.IsSorted(s.ids) {
+		return "unsorted slice"
 	}
 	return "slice"
 }
@@ -78,8 +84,9 @@ func TestIDSetForms(t *testing.T) {
 		want     string
 	}{
 		{"few", 10, 1, 1000, "slice"},
-		{"sparse", 100, 100, 10000, "map"},
+		{"sparse", 100, 100, 10000, "slice"},
 		{"dense", 5000, 2, 10000, "bits"},
+		{"dense in a small store", 17, 1, 20, "bits"},
 	}
 	for _, tt := range tests {
 		var s idSet

@@ -87,7 +87,13 @@ type state[T any] struct {
 	ns      map[string]*idSet            // namespace part of the key → ids
 	indices map[string]map[string]*idSet // index name → value → ids
 	labels  map[string]map[string]*idSet // label key → value → ids; nil without labels
+	hint    int                          // the size Replace is building st for
 }
+
+// universe is the number of slots index sets are sized against: the
+// final size while Replace builds a state, so that sets take their final
+// form at once instead of passing through smaller ones.
+func (st *state[T]) universe() int { return max(len(st.slots), st.hint) }
 
 var (
 	_ Indexer[int]    = (*Store[int])(nil)
@@ -113,6 +119,7 @@ func (s *Store[T]) newState(n int) state[T] {
 	st := state[T]{
 		ids:     make(map[string]uint32, n),
 		slots:   make([]slot[T], 0, n),
+		hint:    n,
 		ns:      map[string]*idSet{},
 		indices: make(map[string]map[string]*idSet, len(s.names)),
 	}
@@ -177,6 +184,7 @@ func (s *Store[T]) Replace(objs []T) error {
 			return err
 		}
 	}
+	st.hint = 0
 	s.mu.Lock()
 	s.st = st
 	s.mu.Unlock()
@@ -249,7 +257,7 @@ func (s *Store[T]) put(st *state[T], key string, obj T) error {
 			}
 			for _, v := range vals[i] {
 				if !slices.Contains(oldVals, v) {
-					addTo(idx, v, id, len(st.slots))
+					addTo(idx, v, id, st.universe())
 				}
 			}
 		}
@@ -265,7 +273,7 @@ func (s *Store[T]) put(st *state[T], key string, obj T) error {
 			}
 			for k, v := range newL {
 				if ov, ok := oldL[k]; !ok || ov != v {
-					st.addLabel(k, v, id, len(st.slots))
+					st.addLabel(k, v, id, st.universe())
 				}
 			}
 		}
@@ -283,16 +291,16 @@ func (s *Store[T]) put(st *state[T], key string, obj T) error {
 		st.slots = append(st.slots, slot[T]{key: key, obj: obj})
 	}
 	st.ids[key] = id
-	addTo(st.ns, namespaceOf(key), id, len(st.slots))
+	addTo(st.ns, namespaceOf(key), id, st.universe())
 	for i, name := range s.names {
 		idx := st.indices[name]
 		for _, v := range vals[i] {
-			addTo(idx, v, id, len(st.slots))
+			addTo(idx, v, id, st.universe())
 		}
 	}
 	if s.labelsOf != nil {
 		for k, v := range s.labelsOf(obj) {
-			st.addLabel(k, v, id, len(st.slots))
+			st.addLabel(k, v, id, st.universe())
 		}
 	}
 	return nil
