@@ -1,0 +1,43 @@
+// Package controller runs reconcile loops: changes seen by informers become
+// keys in a work queue, and workers call a Reconciler for each key.
+//
+// # The contract: level-based
+//
+// A Reconciler is given only a name (a [Request]), never the event that
+// caused it. It must read the current state (from a lister over the cache,
+// or the API server) and make the world match what the object asks for,
+// as if seeing it for the first time. This is what makes a controller
+// correct although events are merged, delayed, repeated or lost: several
+// changes to one object before a worker gets to it become one
+// reconcile (the queue keeps a key once); a change missed while a watch
+// was broken is caught by the relist that follows it; and a periodic
+// resync (edge, then level, then resync, in the words of the seeds)
+// revisits everything in case something outside the cluster drifted.
+// Handlers that need the event itself (the old object of an update, the
+// final state of a deleted object) are in package cache; a controller
+// that must act on deletion holds a finalizer instead.
+//
+// # Outcomes
+//
+//   - nil error and a zero Result: done; the key's failure count is reset.
+//   - Result.RequeueAfter > 0: reconcile again after that long (a timer,
+//     not polling): for work that is due later, such as a schedule.
+//   - an error: reconcile again after a delay from the rate limiter
+//     (per-key exponential backoff, capped by an overall token bucket).
+//     Conflicts (409) are normal: the next attempt reads fresh state.
+//   - a [TerminalError]: logged and counted, not retried; the key waits
+//     for its next change.
+//   - a panic: recovered, logged with its stack, and treated as an error;
+//     the process keeps running.
+//
+// The same key is never reconciled by two workers at once; different keys
+// run in parallel on Options.Workers workers.
+//
+// # Sources
+//
+// [For] enqueues an object's own key, [Owns] the key of its controller
+// owner, and [Watches] whatever a map function returns. Each takes an
+// informer (shared through a cache.Factory) and optional [Predicate]
+// values that drop changes not worth a reconcile, such as updates that
+// do not change the generation.
+package controller

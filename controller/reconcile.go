@@ -1,0 +1,63 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Request names the object to reconcile. Namespace is empty for a
+// cluster-scoped object.
+type Request struct {
+	Namespace, Name string
+}
+
+// String returns "namespace/name", or "name" for a cluster-scoped object.
+func (r Request) String() string {
+	if r.Namespace == "" {
+		return r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// Result says when to reconcile a key again without a change. The zero
+// Result means: not until something changes.
+type Result struct {
+	// RequeueAfter, when positive, reconciles the key again after this
+	// long.
+	RequeueAfter time.Duration
+}
+
+// Reconciler makes the world match one object. See the package doc for
+// the contract.
+type Reconciler interface {
+	Reconcile(ctx context.Context, req Request) (Result, error)
+}
+
+// ReconcilerFunc adapts a function to a Reconciler.
+type ReconcilerFunc func(ctx context.Context, req Request) (Result, error)
+
+// Reconcile calls f.
+func (f ReconcilerFunc) Reconcile(ctx context.Context, req Request) (Result, error) {
+	return f(ctx, req)
+}
+
+type terminalError struct{ err error }
+
+func (e terminalError) Error() string { return "terminal error: " + e.err.Error() }
+func (e terminalError) Unwrap() error { return e.err }
+
+// TerminalError marks err as one that retrying cannot fix: the controller
+// logs it and does not requeue the key. A nil err stays nil.
+func TerminalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return terminalError{err}
+}
+
+// IsTerminal reports whether err was marked with TerminalError.
+func IsTerminal(err error) bool {
+	var t terminalError
+	return errors.As(err, &t)
+}

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+)
+
+// Informer is what a source needs of an informer; *cache.Informer
+// implements it.
+type Informer[T any] interface {
+	AddHandler(h cache.Handler[T], opts cache.HandlerOptions) (cache.Registration, error)
+}
+
+// For makes every change to an object of inf that passes preds reconcile
+// that object.
+func For[T client.Object](c *Controller, inf Informer[T], preds ...Predicate[T]) error {
+	return watch(c, inf, preds, func(obj T) []Request {
+		return []Request{{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+	})
+}
+
+// Owns makes every change to an object of inf that passes preds reconcile
+// its controller owner, if that owner is of the owner resource's kind. A
+// namespaced owner is in its object's namespace; a cluster-scoped owner
+// has none. inf may hold metadata only (*metav1.PartialObjectMetadata):
+// owner references are metadata, and a metadata cache is much smaller.
+func Owns[T client.Object](c *Controller, inf Informer[T], owner client.Resource, preds ...Predicate[T]) error {
+	gk := owner.Kind.GroupKind()
+	return watch(c, inf, preds, func(obj T) []Request {
+		for _, ref := range obj.GetOwnerReferences() {
+			if ref.Controller == nil || !*ref.Controller {
+				continue
+			}
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil || gv.Group != gk.Group || ref.Kind != gk.Kind {
+				return nil
+			}
+			ns := ""
+			if owner.Namespaced {
+				ns = obj.GetNamespace()
+			}
+			return []Request{{Namespace: ns, Name: ref.Name}}
+		}
+		return nil
+	})
+}
+
+// Watches makes every change to an object of inf that passes preds
+// reconcile the keys mapFn returns for it (for a delete, for its final
+// state).
+func Watches[T client.Object](c *Controller, inf Informer[T], mapFn func(obj T) []Request, preds ...Predicate[T]) error {
+	return watch(c, inf, preds, mapFn)
+}
+
+// watch adds a handler that enqueues mapFn's keys for changes passing preds.
+func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], mapFn func(T) []Request) error {
+	enqueue := func(obj T) {
+		for _, r := range mapFn(obj) {
+			c.Enqueue(r)
+		}
+	}
+	h := cache.HandlerFuncs[T]{
+		Add: func(obj T, _ bool) {
+			for _, p := range preds {
+				if p.Create != nil && !p.Create(obj) {
+					return
+				}
+			}
+			enqueue(obj)
+		},
+		Update: func(old, new T) {
+			for _, p := range preds {
+				if p.Update != nil && !p.Update(old, new) {
+					return
+				}
+			}
+			// An update can move an object away from a key (a changed owner
+			// or label): reconcile the old key too, if it differs.
+			keys := mapFn(new)
+			for _, r := range keys {
+				c.Enqueue(r)
+			}
+			for _, r := range mapFn(old) {
+				if !slices.Contains(keys, r) {
+					c.Enqueue(r)
+				}
+			}
+		},
+		Delete: func(obj T, _ bool) {
+			for _, p := range preds {
+				if p.Delete != nil && !p.Delete(obj) {
+					return
+				}
+			}
+			enqueue(obj)
+		},
+	}
+	reg, err := inf.AddHandler(h, cache.HandlerOptions{})
+	if err != nil {
+		return fmt.Errorf("controller %s: %w", c.name, err)
+	}
+	return c.addSource(reg.HasSynced)
+}

@@ -1,0 +1,346 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/controller"
+	"github.com/loom-k8s/loom/events"
+	"github.com/loom-k8s/loom/leaderelection"
+	"github.com/loom-k8s/loom/rest"
+)
+
+// Runnable is a part of a program that runs until its context ends.
+type Runnable interface {
+	Start(ctx context.Context) error
+}
+
+// LeaderRunnable is a Runnable that may need leadership.
+type LeaderRunnable interface {
+	Runnable
+	// NeedLeaderElection reports whether it must run only on the leader.
+	NeedLeaderElection() bool
+}
+
+// RunnableFunc adapts a function to a Runnable.
+type RunnableFunc func(ctx context.Context) error
+
+// Start calls f.
+func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// LeaderElection configures leader election. The zero value means no
+// leader election: every runnable runs at once.
+type LeaderElection struct {
+	// Enabled turns leader election on. Namespace and Name then name the
+	// Lease.
+	Enabled         bool
+	Namespace, Name string
+	// Identity, LeaseDuration, RenewDeadline and RetryPeriod are as in
+	// leaderelection.Options (defaults: host name with a random suffix,
+	// 15 s, 10 s, 2 s).
+	Identity                                 string
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Options configure [New]. The zero value is valid.
+type Options struct {
+	// Namespace limits the shared informers to one namespace. Default "":
+	// all namespaces.
+	Namespace string
+	// Scheme names custom types (for the factory, owner references and
+	// events). Nil means built-in types only.
+	Scheme *runtime.Scheme
+	// Mapper finds the resources of custom types, for example
+	// discovery.NewMapper over a cached discovery client. Nil means only
+	// built-in types (and informers given an explicit Resource).
+	Mapper client.Mapper
+	// LeaderElection configures leader election. Default: off.
+	LeaderElection LeaderElection
+	// HealthAddr is where /healthz and /readyz are served, such as
+	// ":8081". Default "": not served.
+	HealthAddr string
+	// MetricsAddr is where /metrics is served, such as ":8080". Default
+	// "": not served (the registry is still filled; see Metrics).
+	MetricsAddr string
+	// ShutdownTimeout bounds the wait for runnables to return after the
+	// context ends. Zero means 30 s.
+	ShutdownTimeout time.Duration
+	// Resync is the factory's resync period. Default 0: no periodic
+	// resync.
+	Resync time.Duration
+	// ContentType is the REST wire format. Default protobuf (falling back
+	// to JSON for types without it).
+	ContentType *rest.ContentType
+	// EventsController names the reporting controller of the manager's
+	// event recorder, such as "example.com/widgets". Default "loom".
+	EventsController string
+	// Logger is given to every part. Nil means discard.
+	Logger *slog.Logger
+}
+
+// Manager runs runnables. Create it with New, add runnables, then Start.
+type Manager struct {
+	opts     Options
+	log      *slog.Logger
+	rc       *rest.Client
+	factory  *cache.Factory
+	recorder *events.Recorder
+	metrics  *metrics
+
+	mu        sync.Mutex
+	runnables []Runnable
+	started   bool
+	leading   bool
+	addrs     map[string]net.Addr // "health", "metrics": where they listen
+}
+
+// ErrStarted is returned by Add after Start.
+var ErrStarted = errors.New("manager: already started")
+
+// New returns a Manager connected to the cluster cfg describes.
+func New(cfg config.Config, opts Options) (*Manager, error) {
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.EventsController == "" {
+		opts.EventsController = "loom"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics()
+	if err != nil {
+		return nil, fmt.Errorf("manager: metrics: %w", err)
+	}
+	ct := rest.Protobuf
+	if opts.ContentType != nil {
+		ct = *opts.ContentType
+	}
+	rc, err := rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	rec, err := events.New(rc, events.Options{Controller: opts.EventsController, Scheme: opts.Scheme, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	mgr := &Manager{
+		opts: opts, log: log, rc: rc, metrics: m, recorder: rec, addrs: map[string]net.Addr{},
+		factory: cache.NewFactory(cache.FactoryOptions{
+			REST: rc, Client: client.Options{Scheme: opts.Scheme, Mapper: opts.Mapper},
+			Namespace: opts.Namespace, Resync: opts.Resync, Logger: log,
+		}),
+	}
+	mgr.runnables = append(mgr.runnables, rec)
+	return mgr, nil
+}
+
+// REST returns the manager's connection to the API server, for live
+// clients (client.For).
+func (m *Manager) REST() *rest.Client { return m.rc }
+
+// Factory returns the shared informer factory: the cache.
+func (m *Manager) Factory() *cache.Factory { return m.factory }
+
+// Recorder returns the manager's event recorder (started with the manager).
+func (m *Manager) Recorder() *events.Recorder { return m.recorder }
+
+// ControllerOptions returns controller options wired to the manager's
+// metrics and logger; adjust Workers and the rest before passing them to
+// controller.New.
+func (m *Manager) ControllerOptions() controller.Options {
+	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log}
+}
+
+// MetricsHandler serves the manager's Prometheus registry.
+func (m *Manager) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(m.metrics.reg, promhttp.HandlerOpts{})
+}
+
+// Addr returns the address a server listens on ("health" or "metrics")
+// once Start has opened it, or nil.
+func (m *Manager) Addr(server string) net.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addrs[server]
+}
+
+// IsLeader reports whether the leader runnables run here (always true
+// without leader election, once started).
+func (m *Manager) IsLeader() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leading
+}
+
+// Add adds a runnable. It fails after Start.
+func (m *Manager) Add(r Runnable) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return ErrStarted
+	}
+	m.runnables = append(m.runnables, r)
+	return nil
+}
+
+func needsLeader(r Runnable) bool {
+	lr, ok := r.(LeaderRunnable)
+	return ok && lr.NeedLeaderElection()
+}
+
+// Start runs everything until ctx ends, then shuts down and returns nil;
+// or returns an error when a server cannot listen, a runnable fails, or
+// leadership is lost (leaderelection.ErrLeadershipLost).
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return ErrStarted
+	}
+	m.started = true
+	runnables := append([]Runnable(nil), m.runnables...)
+	m.mu.Unlock()
+
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	run := func(ctx context.Context, r Runnable) {
+		wg.Go(func() {
+			if err := r.Start(ctx); err != nil && ctx.Err() == nil {
+				m.log.Error("runnable failed", "err", err)
+				cancel(fmt.Errorf("manager: runnable failed: %w", err))
+			}
+		})
+	}
+	if err := m.serve(ctx, &wg); err != nil {
+		return err
+	}
+	m.factory.Start(ctx)
+
+	var leaders []Runnable
+	for _, r := range runnables {
+		if needsLeader(r) {
+			leaders = append(leaders, r)
+		} else {
+			run(ctx, r)
+		}
+	}
+	startLeaders := func(ctx context.Context) {
+		m.mu.Lock()
+		m.leading = true
+		m.mu.Unlock()
+		m.factory.Start(ctx) // informers made by runnables since
+		var lwg sync.WaitGroup
+		for _, r := range leaders {
+			lwg.Go(func() {
+				if err := r.Start(ctx); err != nil && ctx.Err() == nil {
+					m.log.Error("runnable failed", "err", err)
+					cancel(fmt.Errorf("manager: runnable failed: %w", err))
+				}
+			})
+		}
+		lwg.Wait()
+		m.mu.Lock()
+		m.leading = false
+		m.mu.Unlock()
+	}
+	if le := m.opts.LeaderElection; le.Enabled {
+		leases, err := client.For[coordinationv1.Lease](ctx, m.rc, client.Options{})
+		if err != nil {
+			return err
+		}
+		e, err := leaderelection.New(leases, leaderelection.Options{
+			Namespace: le.Namespace, Name: le.Name, Identity: le.Identity,
+			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+			OnStartedLeading: startLeaders, Logger: m.log,
+		})
+		if err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+		wg.Go(func() {
+			if err := e.Run(ctx); err != nil {
+				cancel(err)
+			}
+		})
+	} else {
+		wg.Go(func() { startLeaders(ctx) })
+	}
+
+	<-ctx.Done()
+	cause := context.Cause(ctx)
+	m.log.Info("shutting down", "cause", cause)
+	done := make(chan struct{})
+	go func() { wg.Wait(); m.factory.Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(m.opts.ShutdownTimeout):
+		return fmt.Errorf("manager: runnables still running %s after shutdown began", m.opts.ShutdownTimeout)
+	}
+	if parent.Err() != nil && errors.Is(cause, parent.Err()) {
+		return nil // the caller's context ended: a normal shutdown
+	}
+	return cause
+}
+
+// serve opens the health and metrics servers.
+func (m *Manager) serve(ctx context.Context, wg *sync.WaitGroup) error {
+	servers := map[string]http.Handler{}
+	if m.opts.HealthAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/readyz", m.ready)
+		servers["health"] = mux
+	}
+	if m.opts.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", m.MetricsHandler())
+		servers["metrics"] = mux
+	}
+	addrs := map[string]string{"health": m.opts.HealthAddr, "metrics": m.opts.MetricsAddr}
+	for name, h := range servers {
+		l, err := net.Listen("tcp", addrs[name])
+		if err != nil {
+			return fmt.Errorf("manager: %s server: %w", name, err)
+		}
+		m.mu.Lock()
+		m.addrs[name] = l.Addr()
+		m.mu.Unlock()
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() { _ = srv.Serve(l) })
+		wg.Go(func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		})
+	}
+	return nil
+}
+
+// ready answers /readyz: 200 when every informer has synced.
+func (m *Manager) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	cancel() // do not wait: report the state now
+	if err := m.factory.WaitForCacheSync(ctx); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}

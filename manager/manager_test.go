@@ -1,0 +1,301 @@
+package manager_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/controller"
+	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	e, err := testenv.Start(ctx, testenv.Options{Controllers: true})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	env = e
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, env.LogTails(20))
+	}
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func cfg(t *testing.T) config.Config {
+	t.Helper()
+	c, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var widgetRes = client.Resource{
+	Resource:   schema.GroupVersionResource{Group: "test.loom.dev", Version: "v1", Resource: "widgets"},
+	Kind:       schema.GroupVersionKind{Group: "test.loom.dev", Version: "v1", Kind: "Widget"},
+	Namespaced: true,
+}
+
+var crdRes = client.Resource{
+	Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+	Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+}
+
+const widgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"widgets.test.loom.dev"},
+ "spec":{"group":"test.loom.dev","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget"},
+  "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
+func installWidgets(t *testing.T, rc *rest.Client) {
+	t.Helper()
+	crds, _ := client.For[unstructured.Unstructured](t.Context(), rc, client.Options{Resource: crdRes})
+	var obj unstructured.Unstructured
+	if err := json.Unmarshal([]byte(widgetCRD), &obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Create(t.Context(), &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	widgets, _ := client.For[unstructured.Unstructured](t.Context(), rc, client.Options{Resource: widgetRes})
+	eventually(t, "the Widget CRD to serve", func() bool {
+		_, err := widgets.Namespace("default").List(t.Context(), metav1.ListOptions{})
+		return err == nil
+	})
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// widgetReconciler keeps a ConfigMap "widget-<name>" whose data is the
+// widget's spec.data, owned by the widget, and deletes it when the
+// widget is gone. It reads through listers and writes through live clients.
+type widgetReconciler struct {
+	widgets    cache.Lister[*unstructured.Unstructured]
+	cms        cache.Lister[*corev1.ConfigMap]
+	cmClient   *client.Client[*corev1.ConfigMap]
+	reconciles atomic.Int64
+}
+
+func (r *widgetReconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
+	r.reconciles.Add(1)
+	cms := r.cmClient.Namespace(req.Namespace)
+	name := "widget-" + req.Name
+	w, ok := r.widgets.Namespace(req.Namespace).Get(req.Name)
+	if !ok {
+		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return controller.Result{}, err
+		}
+		return controller.Result{}, nil
+	}
+	data, _, _ := unstructured.NestedStringMap(w.Object, "spec", "data")
+	cur, ok := r.cms.Namespace(req.Namespace).Get(name)
+	if !ok {
+		t := true
+		_, err := cms.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"loom.dev/widget": req.Name},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.loom.dev/v1", Kind: "Widget", Name: w.GetName(), UID: w.GetUID(), Controller: &t, BlockOwnerDeletion: &t}}},
+			Data: data,
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return controller.Result{}, fmt.Errorf("cache behind the server: %w", err) // retried
+		}
+		return controller.Result{}, err
+	}
+	if cur.OwnerReferences[0].UID != w.GetUID() {
+		// A configmap of an earlier widget of the same name: replace it.
+		return controller.Result{}, cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}})
+	}
+	if maps.Equal(cur.Data, data) {
+		return controller.Result{}, nil
+	}
+	next := cur.DeepCopy() // cached objects are shared: copy before changing
+	next.Data = data
+	_, err := cms.Update(ctx, next, metav1.UpdateOptions{})
+	return controller.Result{}, err // a 409 is retried from a fresh cache read
+}
+
+func TestConfigMapPerWidgetConvergesUnderChurn(t *testing.T) {
+	mgr, err := manager.New(cfg(t), manager.Options{HealthAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := mgr.REST()
+	installWidgets(t, rc)
+	ctx := t.Context()
+	wInf, err := cache.InformerFor[unstructured.Unstructured](ctx, mgr.Factory(), cache.InformerForOptions[*unstructured.Unstructured]{Resource: widgetRes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmInf, err := cache.InformerFor[corev1.ConfigMap](ctx, mgr.Factory(), cache.InformerForOptions[*corev1.ConfigMap]{LabelSelector: "loom.dev/widget"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmClient, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	rec := &widgetReconciler{widgets: wInf.Lister(), cms: cmInf.Lister(), cmClient: cmClient}
+	opts := mgr.ControllerOptions()
+	opts.Workers = 4
+	ctrl := controller.New("widgets", rec, opts)
+	if err := controller.For(ctrl, wInf); err != nil {
+		t.Fatal(err)
+	}
+	if err := controller.Owns(ctrl, cmInf, widgetRes); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(ctrl); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	// Churn: writers create, update and delete 20 widgets at random.
+	widgets, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: widgetRes})
+	widgets = widgets.Namespace("default")
+	var writes atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 42))
+			for range 40 {
+				name := fmt.Sprint("w", rnd.IntN(20))
+				var err error
+				switch rnd.IntN(3) {
+				case 0:
+					_, err = widgets.Create(ctx, widget(name, rnd.IntN(1000)), metav1.CreateOptions{})
+				case 1:
+					_, err = widgets.Mutate(ctx, name, func(u *unstructured.Unstructured) error {
+						return unstructured.SetNestedField(u.Object, fmt.Sprint(rnd.IntN(1000)), "spec", "data", "v")
+					})
+				case 2:
+					err = widgets.Delete(ctx, name, metav1.DeleteOptions{})
+				}
+				switch {
+				case err == nil:
+					writes.Add(1)
+				case apierrors.IsNotFound(err), apierrors.IsAlreadyExists(err):
+				default:
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Converged: exactly one configmap per widget, with its data, and none
+	// for deleted widgets.
+	eventually(t, "configmaps to match widgets", func() bool {
+		ws, err := widgets.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		cl, err := cmClient.Namespace("default").List(ctx, metav1.ListOptions{LabelSelector: "loom.dev/widget"})
+		if err != nil {
+			return false
+		}
+		want := map[string]string{}
+		for _, w := range ws.Items {
+			if w.GetDeletionTimestamp() != nil {
+				return false
+			}
+			d, _, _ := unstructured.NestedStringMap(w.Object, "spec", "data")
+			want["widget-"+w.GetName()] = d["v"] + "/" + string(w.GetUID())
+		}
+		got := map[string]string{}
+		for _, cm := range cl.Items {
+			if cm.DeletionTimestamp != nil {
+				return false
+			}
+			got[cm.Name] = cm.Data["v"] + "/" + string(cm.OwnerReferences[0].UID)
+		}
+		return maps.Equal(want, got)
+	})
+	n, w := rec.reconciles.Load(), writes.Load()
+	t.Logf("%d widget writes, %d reconciles (%.2f per write)", w, n, float64(n)/float64(w))
+	// Our own configmap writes come back as events too (Owns); still, merged
+	// events must keep reconciles within a small factor of the changes.
+	if n > 3*w+40 {
+		t.Errorf("%d reconciles for %d writes: events are not being merged", n, w)
+	}
+
+	// Probes and metrics answer over HTTP.
+	get := func(server, path string) (int, string) {
+		resp, err := http.Get("http://" + mgr.Addr(server).String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("health", "/healthz"); code != 200 {
+		t.Errorf("/healthz %d", code)
+	}
+	if code, body := get("health", "/readyz"); code != 200 {
+		t.Errorf("/readyz %d: %s", code, body)
+	}
+	_, metrics := get("metrics", "/metrics")
+	for _, want := range []string{
+		`loom_controller_reconcile_total{controller="widgets",outcome="success"}`,
+		`loom_controller_reconcile_duration_seconds_bucket{controller="widgets"`,
+		`loom_workqueue_adds_total{name="widgets"}`,
+		`loom_rest_requests_total{code="201",method="POST",resource="configmaps"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func widget(name string, v int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.loom.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"data": map[string]any{"v": fmt.Sprint(v)}},
+	}}
+}

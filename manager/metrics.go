@@ -1,0 +1,70 @@
+package manager
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/workqueue/prommetrics"
+)
+
+// metrics are the manager's Prometheus series.
+type metrics struct {
+	reg        *prometheus.Registry
+	reconciles *prometheus.CounterVec
+	durations  *prometheus.HistogramVec
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	queues     *prommetrics.Provider
+}
+
+func newMetrics() (*metrics, error) {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_controller_reconcile_total", Help: "Reconciles by controller and outcome (success, requeue_after, error, terminal_error, panic).",
+		}, []string{"controller", "outcome"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "loom_controller_reconcile_duration_seconds", Help: "Time per reconcile.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"controller"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_rest_requests_total", Help: "REST request attempts by method, resource and status code (0: no response).",
+		}, []string{"method", "resource", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "loom_rest_request_duration_seconds", Help: "Time until the response headers, per attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"method", "resource"}),
+	}
+	for _, c := range []prometheus.Collector{m.reconciles, m.durations, m.requests, m.latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	q, err := prommetrics.New(prommetrics.Options{Registerer: reg, Namespace: "loom"})
+	if err != nil {
+		return nil, err
+	}
+	m.queues = q
+	return m, nil
+}
+
+// ObserveReconcile implements controller.Metrics.
+func (m *metrics) ObserveReconcile(controller, outcome string, d time.Duration) {
+	m.reconciles.WithLabelValues(controller, outcome).Inc()
+	m.durations.WithLabelValues(controller).Observe(d.Seconds())
+}
+
+// ObserveRequest implements rest.Observer.
+func (m *metrics) ObserveRequest(_ context.Context, info rest.RequestInfo) {
+	res := info.Resource
+	if info.Subresource != "" {
+		res += "/" + info.Subresource
+	}
+	m.requests.WithLabelValues(info.Method, res, strconv.Itoa(info.Code)).Inc()
+	m.latency.WithLabelValues(info.Method, res).Observe(info.Latency.Seconds())
+}
