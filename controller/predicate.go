@@ -42,9 +42,15 @@ func ResourceVersionChanged[T client.Object]() Predicate[T] {
 // Or passes a change when any of preds passes it.
 func Or[T any](preds ...Predicate[T]) Predicate[T] {
 	return Predicate[T]{
-		Create: func(o T) bool { return anyOf(preds, func(p Predicate[T]) bool { return p.Create == nil || p.Create(o) }) },
-		Update: func(a, b T) bool { return anyOf(preds, func(p Predicate[T]) bool { return p.Update == nil || p.Update(a, b) }) },
-		Delete: func(o T) bool { return anyOf(preds, func(p Predicate[T]) bool { return p.Delete == nil || p.Delete(o) }) },
+		Create: func(o T) bool {
+			return anyOf(preds, func(p Predicate[T]) bool { return p.Create == nil || p.Create(o) })
+		},
+		Update: func(a, b T) bool {
+			return anyOf(preds, func(p Predicate[T]) bool { return p.Update == nil || p.Update(a, b) })
+		},
+		Delete: func(o T) bool {
+			return anyOf(preds, func(p Predicate[T]) bool { return p.Delete == nil || p.Delete(o) })
+		},
 	}
 }
 

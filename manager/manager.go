@@ -52,7 +52,7 @@ type LeaderElection struct {
 	// Identity, LeaseDuration, RenewDeadline and RetryPeriod are as in
 	// leaderelection.Options (defaults: host name with a random suffix,
 	// 15 s, 10 s, 2 s).
-	Identity                                 string
+	Identity                                  string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 

@@ -80,6 +80,8 @@ type parser struct {
 	s    string
 	i    int
 	key  string // scratch for map keys of named string types
+
+	arenas int // string copies made (tests)
 }
 
 func (p *parser) errf(format string, args ...any) error {

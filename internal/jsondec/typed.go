@@ -225,23 +225,34 @@ func addFields(p *tplan, t reflect.Type, building map[reflect.Type]*tplan) error
 // Decode parses data, one JSON value, into v, a non-nil pointer to a type
 // for which [TypedSupported] is true. v should be zero. Strings in the
 // result share one copy of data.
+//
+// Each element of an array of structs directly in the top-level object
+// (the Items of a list) gets its own copy, so that keeping one item does
+// not keep the whole list's bytes alive.
 func Decode(data []byte, v any) error {
+	_, err := decode(data, v)
+	return err
+}
+
+// decode is Decode that also reports how many string copies it made.
+func decode(data []byte, v any) (arenas int, err error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("jsondec: need a non-nil pointer, got %T", v)
+		return 0, fmt.Errorf("jsondec: need a non-nil pointer, got %T", v)
 	}
 	pl := tplanFor(rv.Type().Elem())
 	if pl.failed != nil {
-		return pl.failed
+		return 0, pl.failed
 	}
 	p := parser{data: data}
 	if len(data) > 0 {
 		p.s = string(data)
+		p.arenas = 1
 	}
 	if err := p.into(pl, rv.UnsafePointer(), 0); err != nil {
-		return err
+		return p.arenas, err
 	}
-	return p.end()
+	return p.arenas, p.end()
 }
 
 // TypeError reports a JSON value of the wrong type for its Go destination.
@@ -587,7 +598,18 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		// the same field is decoded into, not cleared.
 		ep := unsafe.Add(h.data, uintptr(h.len)*esize)
 		h.len++
-		if err := p.into(pl.elem, ep, depth+1); err != nil {
+		if depth == 1 && pl.elem.kind == tStruct {
+			// An item of a top-level list: its own string copy.
+			raw, err := p.skipValue(depth + 1)
+			if err != nil {
+				return err
+			}
+			sub := parser{data: raw, s: string(raw)}
+			if err := sub.into(pl.elem, ep, depth+1); err != nil {
+				return err
+			}
+			p.arenas += 1 + sub.arenas
+		} else if err := p.into(pl.elem, ep, depth+1); err != nil {
 			return err
 		}
 		p.skipSpace()

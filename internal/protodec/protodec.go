@@ -282,25 +282,35 @@ func (f *field) setElem(t reflect.Type, wire string, building map[reflect.Type]*
 // top-level repeated message, such as a list's Items, has its own copy);
 // data itself is not retained.
 func Unmarshal(data []byte, v any) error {
+	_, err := unmarshal(data, v)
+	return err
+}
+
+// unmarshal is Unmarshal that also reports how many string copies it made.
+func unmarshal(data []byte, v any) (int, error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
+		return 0, fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
 	}
 	p := planFor(rv.Type().Elem())
 	if p.failed != nil {
-		return p.failed
+		return 0, p.failed
 	}
 	d := decoder{data: data, root: p}
 	if len(data) > 0 {
 		d.s = string(data)
+		d.arenas = 1
 	}
-	return d.message(p, data, rv.UnsafePointer())
+	err := d.message(p, data, rv.UnsafePointer())
+	return d.arenas, err
 }
 
 type decoder struct {
 	data []byte
 	s    string // one copy of data; strings are substrings of it
 	root *plan
+
+	arenas int // string copies made (tests)
 
 	// Scratch space for map entries with non-string values: the map
 	// copies key and value on insert.
@@ -614,7 +624,9 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt,
 		// list) gets its own string copy, so that keeping one item does
 		// not keep the whole list's bytes alive.
 		sub := decoder{data: data, s: string(data), root: d.root}
-		return sub.message(f.sub, data, ep)
+		err := sub.message(f.sub, data, ep)
+		d.arenas += 1 + sub.arenas
+		return err
 	}
 	return d.value(p, num, f, ep, wt, val, data)
 }

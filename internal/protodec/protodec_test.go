@@ -77,3 +77,23 @@ func examplePod() *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"},
 	}
 }
+
+// TestListItemsHaveTheirOwnStrings checks that each item of a list is
+// backed by its own copy of its bytes.
+func TestListItemsHaveTheirOwnStrings(t *testing.T) {
+	list := corev1.PodList{Items: []corev1.Pod{*examplePod(), *examplePod(), *examplePod()}}
+	data, _ := list.Marshal()
+	var got corev1.PodList
+	n, err := unmarshal(data, &got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 || len(got.Items) != 3 || got.Items[2].Name != "web-1" {
+		t.Fatalf("%d string copies for a list of %d, want 1 + 3", n, len(got.Items))
+	}
+	pd, _ := examplePod().Marshal()
+	var pod corev1.Pod
+	if n, err := unmarshal(pd, &pod); err != nil || n != 1 {
+		t.Fatalf("a Pod made %d copies (%v), want 1", n, err)
+	}
+}
