@@ -1,0 +1,379 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loom-k8s/loom/client"
+)
+
+// OperationResult says what [CreateOrUpdate] or [CreateOrPatch] did to the
+// object on the server.
+type OperationResult string
+
+const (
+	// OperationUnchanged: the object existed and mutate changed nothing, so
+	// nothing was written.
+	OperationUnchanged OperationResult = "unchanged"
+	// OperationCreated: the object did not exist and was created.
+	OperationCreated OperationResult = "created"
+	// OperationUpdated: the object existed and was updated; its status was
+	// not changed.
+	OperationUpdated OperationResult = "updated"
+	// OperationUpdatedStatus: the object existed and both its status and
+	// the rest of it were changed ([CreateOrPatch] only).
+	OperationUpdatedStatus OperationResult = "updatedStatus"
+	// OperationUpdatedStatusOnly: the object existed and only its status
+	// was changed ([CreateOrPatch] only).
+	OperationUpdatedStatusOnly OperationResult = "updatedStatusOnly"
+)
+
+// ErrKeyChanged is returned (wrapped) by [CreateOrUpdate] and
+// [CreateOrPatch] when mutate changes the object's name or namespace, which
+// name the object being created or updated and so must stay as they are.
+var ErrKeyChanged = errors.New("controller: mutate changed the object's name or namespace")
+
+// CreateOrUpdate makes the object named by obj exist in the state mutate
+// gives it, with at most one read and one write:
+//
+//   - It reads the object named obj.GetName() (in obj's namespace when set,
+//     else the client's).
+//   - If it does not exist, it calls mutate(obj) and creates obj:
+//     [OperationCreated].
+//   - If it exists, it copies the stored object into *obj, calls mutate(obj)
+//     and, if obj then differs from what was read (semantic equality, as
+//     k8s.io/apimachinery/pkg/api/equality defines it), updates it:
+//     [OperationUpdated]; otherwise it writes nothing:
+//     [OperationUnchanged].
+//
+// On success *obj holds the object as stored. mutate is called exactly
+// once; it should set the fields it cares about on the object it is given
+// (which is obj), leave the rest alone, and must not change the name or
+// namespace (that fails with an error wrapping [ErrKeyChanged], before any
+// write). Errors from mutate are returned wrapped, before any write.
+//
+// The update is conditional on the resourceVersion read, so a concurrent
+// writer makes it fail with a 409 Conflict (apierrors.IsConflict works on
+// the returned error); wrap the call in [client.RetryOnConflict] to start
+// again from a fresh read. The status subresource, where the resource has
+// one, is not written: use [CreateOrPatch] for objects whose status mutate
+// sets. obj needs a name (generateName is not supported). When both obj
+// and the client have a namespace, obj's is used.
+//
+// It is safe for concurrent use with different obj values.
+func CreateOrUpdate[E any, T interface {
+	*E
+	client.Object
+}](ctx context.Context, c *client.Client[T], obj T, mutate func(T) error) (OperationResult, error) {
+	sc, what, err := scope(c, obj, mutate, "create or update")
+	if err != nil {
+		return OperationUnchanged, err
+	}
+	cur, ok, err := sc.GetOptional(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+	}
+	if !ok {
+		if err := mutateKeepingKey(obj, mutate, what); err != nil {
+			return OperationUnchanged, err
+		}
+		out, err := sc.Create(ctx, obj, metav1.CreateOptions{})
+		if err != nil {
+			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+		}
+		*obj = *out
+		return OperationCreated, nil
+	}
+	*obj = *cur
+	before := obj.DeepCopyObject()
+	if err := mutateKeepingKey(obj, mutate, what); err != nil {
+		return OperationUnchanged, err
+	}
+	if equality.Semantic.DeepEqual(before, runtime.Object(obj)) {
+		return OperationUnchanged, nil
+	}
+	out, err := sc.Update(ctx, obj, metav1.UpdateOptions{})
+	if err != nil {
+		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+	}
+	*obj = *out
+	return OperationUpdated, nil
+}
+
+// CreateOrPatch is [CreateOrUpdate] writing JSON merge patches (RFC 7386)
+// of what mutate changed, instead of whole objects, and writing the status
+// too:
+//
+//   - If the object does not exist, it calls mutate(obj) and creates obj.
+//     If obj's status then has fields that the server did not store on
+//     create (because the resource has a status subresource), they are
+//     patched through the status subresource. [OperationCreated].
+//   - If it exists, it copies the stored object into *obj, calls
+//     mutate(obj) and computes the merge patch from the stored object to
+//     obj. Changes outside status are patched onto the object; changes to
+//     status are patched through the status subresource (or, for a
+//     resource without one, with the rest of the object). The result is
+//     [OperationUpdated] (status unchanged), [OperationUpdatedStatus] (both
+//     changed), [OperationUpdatedStatusOnly] or [OperationUnchanged] (no
+//     request made).
+//
+// A patch carries only the fields mutate changed, so fields other writers
+// set meanwhile survive, and it does not conflict on resourceVersion. Two
+// limits follow from the merge-patch format: a changed list is sent whole,
+// replacing any concurrent change to that same list; and a field can only
+// be removed (null in the patch), not set to null.
+//
+// On success *obj holds the object as stored after the last write (after
+// an unchanged call, the object as read). The rules for mutate, the
+// namespace and the name are those of [CreateOrUpdate]. Works with typed
+// objects and *unstructured.Unstructured alike.
+func CreateOrPatch[E any, T interface {
+	*E
+	client.Object
+}](ctx context.Context, c *client.Client[T], obj T, mutate func(T) error) (OperationResult, error) {
+	sc, what, err := scope(c, obj, mutate, "create or patch")
+	if err != nil {
+		return OperationUnchanged, err
+	}
+	cur, ok, err := sc.GetOptional(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+	}
+	var before map[string]any
+	if ok {
+		*obj = *cur
+		if before, err = toMap(obj); err != nil {
+			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err := mutateKeepingKey(obj, mutate, what); err != nil {
+		return OperationUnchanged, err
+	}
+	after, err := toMap(obj)
+	if err != nil {
+		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+	}
+	if !ok {
+		// Everything mutate (or the caller) put in status is wanted.
+		afterStatus, _ := after["status"].(map[string]any)
+		statusPatch := mergeDiff(nil, afterStatus)
+		out, err := sc.Create(ctx, obj, metav1.CreateOptions{})
+		if err != nil {
+			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+		}
+		if out, err = patchStatusIfNeeded(ctx, sc, out, statusPatch); err != nil {
+			// The object exists now; report that along with the error.
+			return OperationCreated, fmt.Errorf("%s: created, but writing its status: %w", what, err)
+		}
+		*obj = *out
+		return OperationCreated, nil
+	}
+
+	patch := mergeDiff(before, after)
+	statusPatch, ok := patch["status"].(map[string]any)
+	if ok {
+		delete(patch, "status")
+	} // else status is absent, or not an object: patched with the rest
+	switch {
+	case len(patch) == 0 && len(statusPatch) == 0:
+		return OperationUnchanged, nil
+	case len(patch) == 0:
+		out, err := patchStatus(ctx, sc, obj.GetName(), statusPatch)
+		if apierrors.IsNotFound(err) {
+			// No status subresource (or the object is gone, which the
+			// patch below reports): status is part of the object.
+			out, err = patchMain(ctx, sc, obj.GetName(), map[string]any{"status": statusPatch})
+		}
+		if err != nil {
+			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+		}
+		*obj = *out
+		return OperationUpdatedStatusOnly, nil
+	}
+	// Send the status changes along: a resource without a status
+	// subresource takes them here; one with it ignores them, and they are
+	// then sent to the subresource.
+	if len(statusPatch) > 0 {
+		patch["status"] = statusPatch
+	}
+	out, err := patchMain(ctx, sc, obj.GetName(), patch)
+	if err != nil {
+		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(statusPatch) == 0 {
+		*obj = *out
+		return OperationUpdated, nil
+	}
+	if out, err = patchStatusIfNeeded(ctx, sc, out, statusPatch); err != nil {
+		return OperationUpdated, fmt.Errorf("%s: updated, but writing its status: %w", what, err)
+	}
+	*obj = *out
+	return OperationUpdatedStatus, nil
+}
+
+// scope checks the arguments and returns the client to use for obj, and
+// the prefix of error messages.
+func scope[T client.Object](c *client.Client[T], obj T, mutate func(T) error, verb string) (*client.Client[T], string, error) {
+	if c == nil || isNil(obj) || mutate == nil {
+		return nil, "", fmt.Errorf("controller: %s: nil client, object or mutate", verb)
+	}
+	what := fmt.Sprintf("controller: %s %s %q", verb, c.Resource().Resource.GroupResource(), objectName(obj))
+	if obj.GetName() == "" {
+		return nil, "", fmt.Errorf("%s: object has no name", what)
+	}
+	if ns := obj.GetNamespace(); ns != "" {
+		c = c.Namespace(ns)
+	}
+	return c, what, nil
+}
+
+// mutateKeepingKey calls mutate(obj) and checks that it kept the name and
+// namespace.
+func mutateKeepingKey[T client.Object](obj T, mutate func(T) error, what string) error {
+	name, ns := obj.GetName(), obj.GetNamespace()
+	if err := mutate(obj); err != nil {
+		return fmt.Errorf("%s: mutate: %w", what, err)
+	}
+	if obj.GetName() != name || obj.GetNamespace() != ns {
+		return fmt.Errorf("%s: %w (to %q)", what, ErrKeyChanged, objectName(obj))
+	}
+	return nil
+}
+
+// patchMain merge-patches the named object.
+func patchMain[T client.Object](ctx context.Context, c *client.Client[T], name string, patch map[string]any) (T, error) {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return c.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+}
+
+// patchStatus merge-patches the named object's status subresource.
+func patchStatus[T client.Object](ctx context.Context, c *client.Client[T], name string, statusPatch map[string]any) (T, error) {
+	data, err := json.Marshal(map[string]any{"status": statusPatch})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return c.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
+}
+
+// patchStatusIfNeeded sends statusPatch to the status subresource of out
+// unless out's status already reflects it, and returns the object as
+// stored.
+func patchStatusIfNeeded[T client.Object](ctx context.Context, c *client.Client[T], out T, statusPatch map[string]any) (T, error) {
+	if len(statusPatch) == 0 {
+		return out, nil
+	}
+	m, err := toMap(out)
+	if err != nil {
+		return out, err
+	}
+	if status, _ := m["status"].(map[string]any); reflect.DeepEqual(applyMerge(status, statusPatch), normalize(status)) {
+		return out, nil
+	}
+	return patchStatus(ctx, c, out.GetName(), statusPatch)
+}
+
+// toMap returns obj as decoded JSON, numbers kept as written.
+func toMap(obj any) (map[string]any, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// mergeDiff returns the JSON merge patch (RFC 7386) that turns a into b: a
+// map of the keys whose values differ, with null for removed keys and
+// nested patches for changed objects. An absent key and a null value are
+// the same. The result is empty when a and b are equal.
+func mergeDiff(a, b map[string]any) map[string]any {
+	p := map[string]any{}
+	for k, av := range a {
+		if bv, ok := b[k]; (!ok || bv == nil) && av != nil {
+			p[k] = nil
+		}
+	}
+	for k, bv := range b {
+		av := a[k]
+		if bv == nil {
+			continue // removal, or null on both sides: handled above
+		}
+		am, aMap := av.(map[string]any)
+		bm, bMap := bv.(map[string]any)
+		switch {
+		case aMap && bMap:
+			if d := mergeDiff(am, bm); len(d) > 0 {
+				p[k] = d
+			}
+		case !reflect.DeepEqual(av, bv):
+			p[k] = bv
+		}
+	}
+	return p
+}
+
+// applyMerge applies the JSON merge patch p to v (RFC 7386), returning a
+// new value without nulls; v is not modified.
+func applyMerge(v, p any) any {
+	pm, ok := p.(map[string]any)
+	if !ok {
+		return normalize(p)
+	}
+	vm, _ := v.(map[string]any)
+	out := make(map[string]any, len(vm)+len(pm))
+	for k, x := range vm {
+		if x != nil {
+			out[k] = normalize(x)
+		}
+	}
+	for k, x := range pm {
+		if x == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = applyMerge(out[k], x)
+	}
+	return out
+}
+
+// normalize returns v with null object members removed, for comparing
+// values in which absent and null mean the same.
+func normalize(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			if x != nil {
+				out[k] = normalize(x)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = normalize(x)
+		}
+		return out
+	}
+	return v
+}
