@@ -1,0 +1,140 @@
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loom-k8s/loom/controller"
+	"github.com/loom-k8s/loom/manager"
+)
+
+// leaderWork is a runnable that needs leadership and counts how many
+// copies run at once.
+type leaderWork struct {
+	active *atomic.Int32
+	max    *atomic.Int32
+	ran    atomic.Bool
+}
+
+func (w *leaderWork) NeedLeaderElection() bool { return true }
+
+func (w *leaderWork) Start(ctx context.Context) error {
+	n := w.active.Add(1)
+	for {
+		m := w.max.Load()
+		if n <= m || w.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	w.ran.Store(true)
+	<-ctx.Done()
+	w.active.Add(-1)
+	return nil
+}
+
+func TestTwoManagersOneLeader(t *testing.T) {
+	var active, maxActive atomic.Int32
+	le := manager.LeaderElection{Enabled: true, Namespace: "default", Name: "two-managers",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+	type running struct {
+		mgr    *manager.Manager
+		work   *leaderWork
+		cancel context.CancelFunc
+		done   chan error
+	}
+	var ms []*running
+	for _, id := range []string{"one", "two"} {
+		le.Identity = id
+		mgr, err := manager.New(cfg(t), manager.Options{LeaderElection: le})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &leaderWork{active: &active, max: &maxActive}
+		if err := mgr.Add(w); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		r := &running{mgr: mgr, work: w, cancel: cancel, done: make(chan error, 1)}
+		go func() { r.done <- mgr.Start(ctx) }()
+		ms = append(ms, r)
+	}
+	leader := func() *running {
+		var l *running
+		eventually(t, "a leader", func() bool {
+			for _, r := range ms {
+				if r.mgr.IsLeader() && r.work.ran.Load() {
+					l = r
+					return true
+				}
+			}
+			return false
+		})
+		return l
+	}
+	first := leader()
+	first.cancel()
+	if err := <-first.done; err != nil {
+		t.Fatalf("leader's manager: %v", err)
+	}
+	var second *running
+	for _, r := range ms {
+		if r != first {
+			second = r
+		}
+	}
+	eventually(t, "the other manager to lead", func() bool { return second.mgr.IsLeader() && second.work.ran.Load() })
+	second.cancel()
+	if err := <-second.done; err != nil {
+		t.Fatalf("second manager: %v", err)
+	}
+	if maxActive.Load() != 1 {
+		t.Fatalf("%d leader runnables ran at once", maxActive.Load())
+	}
+}
+
+func TestPanickingReconcilerDoesNotKillTheManager(t *testing.T) {
+	mgr, err := manager.New(cfg(t), manager.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	var once sync.Once
+	done := make(chan struct{})
+	ctrl := controller.New("panicky", controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		once.Do(func() { close(done) })
+		return controller.Result{}, nil
+	}), mgr.ControllerOptions())
+	if err := mgr.Add(ctrl); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+	ctrl.Enqueue(controller.Request{Namespace: "default", Name: "x"})
+	select {
+	case <-done: // the panic was recovered and the key retried
+	case err := <-stopped:
+		t.Fatalf("manager stopped: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("key never reconciled after the panic")
+	}
+	rec := httptest.NewRecorder()
+	mgr.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), `loom_controller_reconcile_total{controller="panicky",outcome="panic"} 1`) {
+		t.Errorf("panic not counted:\n%s", rec.Body.String())
+	}
+	cancel()
+	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
