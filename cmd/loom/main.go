@@ -7,6 +7,13 @@
 //	loom dev up [--nodes N] [--with-controllers] [--state-dir DIR]
 //	loom dev down [--state-dir DIR]
 //	loom dev status [--state-dir DIR] [--wait DURATION]
+//	loom api-resources [-o wide|name] [--api-group G] [--namespaced=B] [--sort-by name|kind]
+//	loom api-versions
+//	loom logs POD [-c CONTAINER] [-f] [--tail N] [--since D] [--timestamps] [-p]
+//	loom scale RESOURCE NAME --replicas N
+//
+// Commands that talk to a cluster take kubectl's connection flags:
+// --kubeconfig, --context, -n/--namespace, --cluster, --user, --server.
 //
 // Errors are printed as one line on stderr, with exit code 1 (2 for a usage
 // error).
