@@ -286,7 +286,7 @@ func BenchmarkGetByKey(b *testing.B) {
 		keys[i] = p.Namespace + "/" + p.Name
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-	b.Run("client-go", func(b *testing.B) {
+	b.Run("get/client-go", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
@@ -297,7 +297,7 @@ func BenchmarkGetByKey(b *testing.B) {
 			i++
 		}
 	})
-	b.Run("loom", func(b *testing.B) {
+	b.Run("get/loom", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
