@@ -66,8 +66,11 @@
 // requirements, and checks each candidate against the whole selector; it
 // scans only when the selector has none of those requirements and no
 // namespace is given. Internally objects live in a slice addressed by
-// 32-bit ids, so index sets cost 4 bytes per entry, and a set with a
-// handful of members is a small slice, not a map.
+// 32-bit ids; an index set is a sorted slice of ids (4 bytes per member)
+// or, once it holds at least 1 in 32 of the objects, a bitmap (a label
+// every object has costs one bit per object). With a label index the
+// store still adds less memory per object than client-go's Indexer with
+// only a namespace index; docs/performance.md has the figures.
 //
 // # Deltas and tombstones
 //
