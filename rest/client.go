@@ -159,7 +159,14 @@ func (c *Client) ContentType() ContentType { return c.contentType }
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // CloseIdleConnections closes idle connections in the pool.
-func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	// c.hc's Transport is a chain of wrappers that do not pass the call
+	// on, so close the pool itself.
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
+	c.hc.CloseIdleConnections()
+}
 
 // Get starts a GET request.
 func (c *Client) Get() *Request { return c.Verb(http.MethodGet) }
