@@ -206,8 +206,9 @@ func (i *Informer[T]) HasSynced() bool {
 
 // LastError returns why the informer is not keeping up, or nil:
 //
-//   - once Start has returned, the error it returned, or [ErrStopped]
-//     when it ended cleanly (the informer will not change any more);
+//   - once Start has returned, an error wrapping [ErrStopped] (the
+//     informer will not change any more) and what Start returned, if
+//     anything;
 //   - otherwise the reflector's last list or watch error (a
 //     [*ReflectorError] wrapping the API error, so that
 //     apierrors.IsForbidden and friends work), or nil once a list or
@@ -220,7 +221,7 @@ func (i *Informer[T]) LastError() error {
 		if err == nil {
 			return fmt.Errorf("cache: informer %s: %w", i.name, ErrStopped)
 		}
-		return err
+		return fmt.Errorf("cache: informer %s: %w: %w", i.name, ErrStopped, err)
 	}
 	return i.refl.LastError()
 }

@@ -1,0 +1,440 @@
+package cache
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/rest"
+)
+
+// Factory and sync errors. They usually arrive wrapped; test with
+// errors.Is.
+var (
+	// ErrNoREST: the factory was made without FactoryOptions.REST.
+	ErrNoREST = errors.New("factory has no REST client")
+	// ErrUnnamedTransform: a Transform was given without the
+	// TransformName that tells informers apart.
+	ErrUnnamedTransform = errors.New("transform has no name")
+	// ErrFactoryShutdown: the factory has been shut down.
+	ErrFactoryShutdown = errors.New("factory shut down")
+	// ErrNotStarted: WaitForCacheSync found an informer that was never
+	// started (one made after the last Factory.Start).
+	ErrNotStarted = errors.New("informer not started")
+	// ErrNotSynced: the informer has not synced yet, and has reported no
+	// error.
+	ErrNotSynced = errors.New("not synced yet")
+)
+
+// Runner is what does not depend on an informer's object type: what a
+// [Factory], [WaitForCacheSync] or a controller needs to run informers
+// of different types together. *[Informer][T] implements it for every T.
+type Runner interface {
+	// Name names the informer in logs and errors.
+	Name() string
+	// Start runs the informer until ctx ends (see [Informer.Start]).
+	Start(ctx context.Context) error
+	// HasSynced reports whether the first list is in the cache.
+	HasSynced() bool
+	// LastError reports why the informer is not keeping up, or nil.
+	LastError() error
+}
+
+var _ Runner = (*Informer[*metav1.PartialObjectMetadata])(nil)
+
+// FactoryOptions configure [NewFactory]. The zero value is valid except
+// for REST, which InformerFor needs.
+type FactoryOptions struct {
+	// REST is the connection informers list and watch through.
+	// Required: InformerFor fails with [ErrNoREST] without it.
+	REST *rest.Client
+	// Client holds the Scheme and Mapper that find the resource of
+	// custom types (see client.Options); its Resource is ignored, as
+	// each informer gives its own. The zero value knows the built-in
+	// types.
+	Client client.Options
+	// Namespace limits the informers of namespaced resources to one
+	// namespace, unless InformerForOptions.Namespace says otherwise.
+	// Default "": all namespaces.
+	Namespace string
+	// Resync is every informer's [InformerOptions].ResyncPeriod: the
+	// resync period of handlers that do not choose their own. Default 0:
+	// none.
+	Resync time.Duration
+	// TweakListOptions, when set, may change the selectors of every
+	// informer the factory makes, before informers are told apart; for
+	// example to add a label selector to all of them. Default nil.
+	TweakListOptions func(*ListWatchOptions)
+	// Logger receives the informers' messages. Nil means discard.
+	Logger *slog.Logger
+	// Reflector configures every informer's reflector, except its Name,
+	// which is the informer's. The zero value is valid.
+	Reflector ReflectorOptions
+	// DetectMutations switches the mutation detector on for every
+	// informer (see [InformerOptions].DetectMutations). Default false,
+	// unless LOOM_CACHE_MUTATION_DETECTOR is "true".
+	DetectMutations bool
+}
+
+// Factory makes informers and shares them: every [InformerFor] call for
+// the same object type, resource, namespace, selectors and transform
+// returns the same informer, so that one list and one watch serve every
+// user in the program. It starts them ([Factory.Start]), waits for them
+// to sync ([Factory.WaitForCacheSync]) and stops them, all at once
+// ([Factory.Shutdown]) or one at a time ([Factory.StopInformer], for a
+// custom resource whose definition went away).
+//
+// A Factory is safe for concurrent use. The zero value is not usable;
+// call [NewFactory].
+type Factory struct {
+	opts FactoryOptions
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	informers map[informerKey]*factoryEntry
+	shutdown  bool
+	wg        sync.WaitGroup // the informers' Start calls
+}
+
+// informerKey is what tells a factory's informers apart.
+type informerKey struct {
+	typ       reflect.Type
+	gvr       schema.GroupVersionResource
+	namespace string
+	labels    string
+	fields    string
+	transform string
+}
+
+// String names an informer: resource.version.group, then what narrows
+// it. The Go type is named only when the resource does not tell it.
+func (k informerKey) String() string {
+	var b strings.Builder
+	b.WriteString(k.gvr.Resource + "." + k.gvr.Version)
+	if k.gvr.Group != "" {
+		b.WriteString("." + k.gvr.Group)
+	}
+	switch k.typ {
+	case reflect.TypeFor[*metav1.PartialObjectMetadata]():
+		b.WriteString(" (metadata)")
+	case reflect.TypeFor[*unstructured.Unstructured]():
+		b.WriteString(" (unstructured)")
+	}
+	for _, f := range [...]struct{ name, value string }{
+		{"namespace", k.namespace}, {"labels", k.labels}, {"fields", k.fields}, {"transform", k.transform},
+	} {
+		if f.value != "" {
+			fmt.Fprintf(&b, " %s=%q", f.name, f.value)
+		}
+	}
+	return b.String()
+}
+
+type factoryEntry struct {
+	inf     Runner
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when Start has returned
+}
+
+// NewFactory returns a factory with no informers.
+func NewFactory(opts FactoryOptions) *Factory {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts.Reflector.Name = ""
+	return &Factory{opts: opts, log: log, informers: map[informerKey]*factoryEntry{}}
+}
+
+// InformerForOptions choose an informer of a [Factory]. The zero value
+// is the informer of every object of the type in the factory's
+// namespace.
+type InformerForOptions[T client.Object] struct {
+	// Resource says where objects live. Required for
+	// *unstructured.Unstructured and *metav1.PartialObjectMetadata; for
+	// other types the default is the type's own resource.
+	Resource client.Resource
+	// Namespace limits a namespaced resource's informer to one
+	// namespace. Default "": the factory's Namespace. It is ignored for
+	// cluster-scoped resources.
+	Namespace string
+	// LabelSelector and FieldSelector filter objects on the server.
+	// Default "": none.
+	LabelSelector, FieldSelector string
+	// Transform is the informer's [InformerOptions].Transform. Default
+	// nil: none.
+	Transform func(T) (T, error)
+	// TransformName tells transforms apart, as functions cannot be
+	// compared: two calls with the same name and otherwise the same
+	// options share an informer, whose Transform is the first call's.
+	// Required when Transform is set.
+	TransformName string
+	// Indexers are added to the informer's cache. For an informer that
+	// exists already, an index whose name is in use keeps its first
+	// function. Default nil: none.
+	Indexers Indexers[T]
+}
+
+// InformerFor returns the factory's informer for objects of type E (such
+// as corev1.Pod, or unstructured.Unstructured or
+// metav1.PartialObjectMetadata with opts.Resource) narrowed by opts,
+// making it if there is none. A new informer is not running: call
+// [Factory.Start] again. ctx bounds the lookup of a custom type's
+// resource. It fails with [ErrNoREST], [ErrUnnamedTransform],
+// [ErrFactoryShutdown], the error of client.For, or of adding an index.
+func InformerFor[E any, T interface {
+	*E
+	client.Object
+}](ctx context.Context, f *Factory, opts InformerForOptions[T]) (*Informer[T], error) {
+	if f.opts.REST == nil {
+		return nil, fmt.Errorf("cache: InformerFor: %w", ErrNoREST)
+	}
+	if opts.Transform != nil && opts.TransformName == "" {
+		return nil, fmt.Errorf("cache: InformerFor: %w", ErrUnnamedTransform)
+	}
+	copts := f.opts.Client
+	copts.Resource = opts.Resource
+	c, err := client.For[E, T](ctx, f.opts.REST, copts)
+	if err != nil {
+		return nil, fmt.Errorf("cache: InformerFor: %w", err)
+	}
+	res := c.Resource()
+	ns := cmp.Or(opts.Namespace, f.opts.Namespace)
+	if !res.Namespaced {
+		ns = ""
+	}
+	lwo := ListWatchOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector}
+	if f.opts.TweakListOptions != nil {
+		f.opts.TweakListOptions(&lwo)
+	}
+	key := informerKey{
+		typ:       reflect.TypeFor[T](),
+		gvr:       res.Resource,
+		namespace: ns,
+		labels:    lwo.LabelSelector,
+		fields:    lwo.FieldSelector,
+	}
+	if opts.Transform != nil {
+		key.transform = opts.TransformName
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shutdown {
+		return nil, fmt.Errorf("cache: InformerFor: %w", ErrFactoryShutdown)
+	}
+	if e, ok := f.informers[key]; ok {
+		inf := e.inf.(*Informer[T])
+		for name, fn := range opts.Indexers {
+			err := inf.AddIndexers(Indexers[T]{name: fn})
+			if err != nil && !errors.Is(err, ErrIndexExists) {
+				return nil, fmt.Errorf("cache: InformerFor %s: %w", key, err)
+			}
+		}
+		return inf, nil
+	}
+	inf := NewInformer(ListWatch(c.Namespace(ns), lwo), InformerOptions[T]{
+		Name:            key.String(),
+		Logger:          f.log,
+		Indexers:        opts.Indexers,
+		Transform:       opts.Transform,
+		ResyncPeriod:    f.opts.Resync,
+		Reflector:       f.opts.Reflector,
+		DetectMutations: f.opts.DetectMutations,
+	})
+	f.informers[key] = &factoryEntry{inf: inf}
+	return inf, nil
+}
+
+// Start starts every informer of the factory that is not running yet,
+// each in a goroutine of its own, and returns at once: it is the one
+// Start in Loom that does not block, as a factory is a set of
+// runnables rather than one. The informers run until ctx ends, or
+// until Shutdown or StopInformer. Informers made later need another
+// call. After Shutdown, Start does nothing.
+func (f *Factory) Start(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shutdown {
+		return
+	}
+	for _, e := range f.informers {
+		if e.started {
+			continue
+		}
+		ictx, cancel := context.WithCancel(ctx)
+		e.started, e.cancel, e.done = true, cancel, make(chan struct{})
+		f.wg.Go(func() {
+			defer close(e.done)
+			defer cancel()
+			if err := e.inf.Start(ictx); err != nil {
+				f.log.Error("informer failed", "informer", e.inf.Name(), "err", err)
+			}
+		})
+	}
+}
+
+// WaitForCacheSync waits until every informer of the factory has synced
+// and returns nil, or returns a non-nil error naming each informer that
+// has not synced and why (see [WaitForCacheSync]). It returns early,
+// without waiting for ctx, when an informer was never started or cannot
+// sync without help. Informers keep running (and retrying) after it
+// returns; it may be called again.
+func (f *Factory) WaitForCacheSync(ctx context.Context) error {
+	f.mu.Lock()
+	runners := make([]Runner, 0, len(f.informers))
+	for _, e := range f.informers {
+		if e.started {
+			runners = append(runners, e.inf)
+		} else {
+			runners = append(runners, notStarted{e.inf})
+		}
+	}
+	f.mu.Unlock()
+	return WaitForCacheSync(ctx, runners...)
+}
+
+// notStarted stands for an informer the factory has not started.
+type notStarted struct{ Runner }
+
+func (n notStarted) LastError() error {
+	return fmt.Errorf("cache: informer %s: %w", n.Name(), ErrNotStarted)
+}
+
+// StopInformer stops one informer of the factory and waits for it to
+// stop. The factory forgets it: a later InformerFor with the same
+// options makes a new one, for example when a custom resource's
+// definition is created again. Handlers of the stopped informer get no
+// more calls. It reports whether inf was one of the factory's.
+func (f *Factory) StopInformer(inf Runner) bool {
+	f.mu.Lock()
+	var found *factoryEntry
+	for key, e := range f.informers {
+		if e.inf == inf {
+			found = e
+			delete(f.informers, key)
+			break
+		}
+	}
+	f.mu.Unlock()
+	if found == nil {
+		return false
+	}
+	if found.started {
+		found.cancel()
+		<-found.done
+	}
+	return true
+}
+
+// Shutdown stops every informer of the factory and waits until all of
+// them have stopped. Afterwards InformerFor fails and Start does
+// nothing. Shutdown may be called more than once.
+func (f *Factory) Shutdown() {
+	f.mu.Lock()
+	f.shutdown = true
+	for key, e := range f.informers {
+		if e.started {
+			e.cancel()
+		}
+		delete(f.informers, key)
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// SyncError names an informer that has not synced, and why: the last
+// error of its reflector (a [*ReflectorError] wrapping the API error, so
+// that errors.As and apierrors.IsForbidden work through it), or
+// [ErrNotStarted], an error wrapping [ErrStopped], ctx.Err(), or
+// [ErrNotSynced].
+type SyncError struct {
+	Informer string
+	Err      error
+}
+
+func (e *SyncError) Error() string {
+	return fmt.Sprintf("cache: informer %s has not synced: %v", e.Informer, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *SyncError) Unwrap() error { return e.Err }
+
+// syncPoll is how often WaitForCacheSync looks at the informers.
+const syncPoll = 20 * time.Millisecond
+
+// WaitForCacheSync waits until every informer has synced, and returns
+// nil. Otherwise it returns an error joining a [*SyncError] for each
+// informer that has not synced, sorted by name, when:
+//
+//   - ctx ends;
+//   - or, at once, an informer cannot sync without help: its last error
+//     is Forbidden or Unauthorized (RBAC, credentials), NotFound (the
+//     resource does not exist, such as a custom resource whose
+//     definition is not installed), it has stopped ([ErrStopped]), or it
+//     was never started ([ErrNotStarted]).
+//
+// Informers whose last error is transient (a broken connection, a
+// server error) are waited for, as their reflectors retry. The check is
+// a poll, a few times per 100 ms.
+func WaitForCacheSync(ctx context.Context, informers ...Runner) error {
+	t := time.NewTicker(syncPoll)
+	defer t.Stop()
+	for {
+		var pending []Runner
+		hopeless := false
+		for _, inf := range informers {
+			if !inf.HasSynced() {
+				pending = append(pending, inf)
+				hopeless = hopeless || cannotSync(inf.LastError())
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		if hopeless || ctx.Err() != nil {
+			return syncErrors(ctx, pending)
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+// cannotSync reports whether err means an informer will not sync
+// without outside help.
+func cannotSync(err error) bool {
+	return err != nil && (errors.Is(err, ErrStopped) || errors.Is(err, ErrNotStarted) ||
+		apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err))
+}
+
+func syncErrors(ctx context.Context, pending []Runner) error {
+	slices.SortFunc(pending, func(a, b Runner) int { return strings.Compare(a.Name(), b.Name()) })
+	errs := make([]error, len(pending))
+	for n, inf := range pending {
+		err := inf.LastError()
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			err = ErrNotSynced
+		}
+		errs[n] = &SyncError{Informer: inf.Name(), Err: err}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,385 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+)
+
+// kubectlIn runs kubectl against env with stdin, failing the test if it
+// fails.
+func kubectlIn(t *testing.T, kubeconfig, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(testenv.AssetsDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// configMaps renders n configmaps in namespace ns as a YAML stream, each
+// with data v=value and label parity=even|odd.
+func configMaps(ns string, names []string, value string) string {
+	var b strings.Builder
+	for n, name := range names {
+		parity := "even"
+		if n%2 == 1 {
+			parity = "odd"
+		}
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\n  labels:\n    parity: %s\ndata:\n  v: %q\n", name, ns, parity, value)
+	}
+	return b.String()
+}
+
+// history records, per key, what handlers saw, as "add v=0",
+// "update v=1", "delete v=2".
+type history struct {
+	mu     sync.Mutex
+	byKey  map[string][]string
+	notify chan struct{}
+}
+
+func newHistory() *history {
+	return &history{byKey: map[string][]string{}, notify: make(chan struct{}, 1)}
+}
+
+func (h *history) record(key, line string) {
+	h.mu.Lock()
+	h.byKey[key] = append(h.byKey[key], line)
+	h.mu.Unlock()
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until every key's history has the wanted length, or
+// ctx ends, and returns the histories.
+func (h *history) waitFor(ctx context.Context, want map[string]int) map[string][]string {
+	for {
+		h.mu.Lock()
+		done := true
+		for k, n := range want {
+			if len(h.byKey[k]) < n {
+				done = false
+			}
+		}
+		snapshot := map[string][]string{}
+		for k, v := range h.byKey {
+			snapshot[k] = slices.Clone(v)
+		}
+		h.mu.Unlock()
+		if done {
+			return snapshot
+		}
+		select {
+		case <-ctx.Done():
+			return snapshot
+		case <-h.notify:
+		}
+	}
+}
+
+func cmHandler(h *history) cache.Handler[*corev1.ConfigMap] {
+	return cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add:    func(o *corev1.ConfigMap, _ bool) { h.record(o.Name, "add v="+o.Data["v"]) },
+		Update: func(_, o *corev1.ConfigMap) { h.record(o.Name, "update v="+o.Data["v"]) },
+		Delete: func(o *corev1.ConfigMap, _ bool) { h.record(o.Name, "delete v="+o.Data["v"]) },
+	}
+}
+
+func restFrom(t *testing.T, kubeconfig string) *rest.Client {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Path: kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// TestInformersAgainstAServer runs informers made by a Factory against a
+// real kube-apiserver, with kubectl as the independent writer, then
+// checks that shutting the factory down leaves no goroutine behind.
+func TestInformersAgainstAServer(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ignore := goleak.IgnoreCurrent() // testenv's own goroutines
+	rc := restFrom(t, env.KubeconfigPath)
+	ctx := t.Context()
+	f := cache.NewFactory(cache.FactoryOptions{
+		REST:      rc,
+		Namespace: "informers",
+		Reflector: cache.ReflectorOptions{InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
+	})
+	kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "informers")
+	clients := []*rest.Client{rc}
+
+	t.Run("kubectl writes are seen in order per key", func(t *testing.T) {
+		cms, err := cache.InformerFor[corev1.ConfigMap](ctx, f, cache.InformerForOptions[*corev1.ConfigMap]{
+			Transform: cache.StripManagedFields[*corev1.ConfigMap], TransformName: "strip-managed-fields",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := cache.InformerFor[corev1.ConfigMap](ctx, f, cache.InformerForOptions[*corev1.ConfigMap]{
+			Transform: cache.StripManagedFields[*corev1.ConfigMap], TransformName: "strip-managed-fields",
+		})
+		if err != nil || again != cms {
+			t.Fatalf("same options gave another informer (%v)", err)
+		}
+		live, err := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		metas, err := cache.InformerFor[metav1.PartialObjectMetadata](ctx, f, cache.InformerForOptions[*metav1.PartialObjectMetadata]{
+			Resource: live.Resource(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHistory()
+		reg, err := cms.AddHandler(cmHandler(h), cache.HandlerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		metaKeys := newHistory()
+		if _, err := metas.AddHandler(cache.HandlerFuncs[*metav1.PartialObjectMetadata]{
+			Add:    func(o *metav1.PartialObjectMetadata, _ bool) { metaKeys.record(o.Name, "add") },
+			Update: func(_, o *metav1.PartialObjectMetadata) { metaKeys.record(o.Name, "update") },
+			Delete: func(o *metav1.PartialObjectMetadata, _ bool) { metaKeys.record(o.Name, "delete") },
+		}, cache.HandlerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.Start(ctx)
+		if err := f.WaitForCacheSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(reg.HasSynced)
+
+		var names, deleted []string
+		for n := range 12 {
+			names = append(names, fmt.Sprint("cm-", n))
+			if n%3 == 0 {
+				deleted = append(deleted, fmt.Sprint("cm-", n))
+			}
+		}
+		kubectlIn(t, env.KubeconfigPath, configMaps("informers", names, "0"), "create", "-f", "-")
+		kubectlIn(t, env.KubeconfigPath, configMaps("informers", names, "1"), "replace", "-f", "-")
+		kubectlIn(t, env.KubeconfigPath, configMaps("informers", names, "2"), "apply", "--server-side", "--force-conflicts", "-f", "-")
+		kubectlIn(t, env.KubeconfigPath, "", append([]string{"delete", "configmap", "-n", "informers", "--wait=false"}, deleted...)...)
+		kubectlIn(t, env.KubeconfigPath, configMaps("informers", deleted, "3"), "create", "-f", "-")
+
+		want := map[string][]string{}
+		lengths := map[string]int{}
+		for _, name := range names {
+			want[name] = []string{"add v=0", "update v=1", "update v=2"}
+			if slices.Contains(deleted, name) {
+				want[name] = append(want[name], "delete v=2", "add v=3")
+			}
+			lengths[name] = len(want[name])
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		got := h.waitFor(wctx, lengths)
+		for _, name := range names {
+			if !slices.Equal(got[name], want[name]) {
+				t.Errorf("%s: handler saw %q, want %q", name, got[name], want[name])
+			}
+		}
+		// The metadata-only informer saw the same sequence of kinds.
+		gotMeta := metaKeys.waitFor(wctx, lengths)
+		for _, name := range names {
+			var kinds []string
+			for _, line := range want[name] {
+				kinds = append(kinds, strings.Fields(line)[0])
+			}
+			if !slices.Equal(gotMeta[name], kinds) {
+				t.Errorf("%s: metadata handler saw %q, want %q", name, gotMeta[name], kinds)
+			}
+		}
+
+		// The listers read the same state as the server, by label.
+		odd, err := cms.Lister().Namespace("informers").List(labels.SelectorFromSet(labels.Set{"parity": "odd"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(odd) != 6 {
+			t.Errorf("lister: %d odd configmaps, want 6", len(odd))
+		}
+		for _, name := range names {
+			o, ok := cms.Lister().Namespace("informers").Get(name)
+			m, mok := metas.Lister().Namespace("informers").Get(name)
+			if !ok || !mok || o.ResourceVersion != m.ResourceVersion {
+				t.Errorf("%s: typed cache (%v) and metadata cache (%v) disagree", name, ok, mok)
+				continue
+			}
+			if len(o.ManagedFields) != 0 {
+				t.Errorf("%s: managedFields kept despite the transform", name)
+			}
+			if len(m.ManagedFields) == 0 {
+				t.Errorf("%s: the untransformed metadata informer has no managedFields", name)
+			}
+		}
+	})
+
+	t.Run("a missing CRD fails WaitForCacheSync at once, and its informer can be stopped", func(t *testing.T) {
+		res := client.Resource{
+			Resource:   schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
+			Kind:       schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+			Namespaced: true,
+		}
+		widgets, err := cache.InformerFor[unstructured.Unstructured](ctx, f, cache.InformerForOptions[*unstructured.Unstructured]{Resource: res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.WaitForCacheSync(ctx); !errors.Is(err, cache.ErrNotStarted) {
+			t.Fatalf("WaitForCacheSync with an informer not started: %v", err)
+		}
+		f.Start(ctx)
+		err = f.WaitForCacheSync(ctx)
+		var se *cache.SyncError
+		if !apierrors.IsNotFound(err) || !errors.As(err, &se) || se.Informer != widgets.Name() {
+			t.Fatalf("WaitForCacheSync = %v; want a SyncError for %s that is NotFound", err, widgets.Name())
+		}
+		if !f.StopInformer(widgets) || f.StopInformer(widgets) {
+			t.Fatal("StopInformer should find the informer once")
+		}
+		if err := f.WaitForCacheSync(ctx); err != nil {
+			t.Fatalf("after stopping the widget informer: %v", err)
+		}
+
+		// The CRD appears: a new informer for the same options works.
+		kubectlIn(t, env.KubeconfigPath, widgetCRD, "apply", "-f", "-")
+		kubectlIn(t, env.KubeconfigPath, "", "wait", "--for=condition=Established", "crd/widgets.example.com")
+		kubectlIn(t, env.KubeconfigPath, "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  namespace: informers\n", "apply", "-f", "-")
+		again, err := cache.InformerFor[unstructured.Unstructured](ctx, f, cache.InformerForOptions[*unstructured.Unstructured]{Resource: res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again == widgets {
+			t.Fatal("a stopped informer was handed out again")
+		}
+		f.Start(ctx)
+		// The discovery of a new CRD takes a moment to reach every
+		// handler of the server: NotFound may still be reported for a
+		// short while, so wait for it to pass.
+		deadline, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		for {
+			err := f.WaitForCacheSync(deadline)
+			if err == nil {
+				break
+			}
+			if deadline.Err() != nil {
+				t.Fatalf("widgets never synced: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, ok := again.Lister().Namespace("informers").Get("w1"); !ok {
+			t.Fatal("w1 not cached")
+		}
+	})
+
+	t.Run("RBAC Forbidden surfaces from WaitForCacheSync within seconds", func(t *testing.T) {
+		kc, err := env.UserKubeconfig("nobody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := os.WriteFile(path, kc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		urc := restFrom(t, path)
+		clients = append(clients, urc)
+		uf := cache.NewFactory(cache.FactoryOptions{REST: urc})
+		defer uf.Shutdown()
+		pods, err := cache.InformerFor[corev1.Pod](ctx, uf, cache.InformerForOptions[*corev1.Pod]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uf.Start(ctx)
+		// A deadline far beyond "seconds": the error must come from the
+		// server's answer, not from the deadline.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		err = uf.WaitForCacheSync(wctx)
+		var se *cache.SyncError
+		var re *cache.ReflectorError
+		switch {
+		case err == nil:
+			t.Fatal("synced without RBAC")
+		case errors.Is(err, context.DeadlineExceeded):
+			t.Fatalf("waited out the deadline: %v", err)
+		case !apierrors.IsForbidden(err), !errors.As(err, &se), !errors.As(err, &re):
+			t.Fatalf("WaitForCacheSync = %v; want a SyncError wrapping a Forbidden ReflectorError", err)
+		case se.Informer != pods.Name() || !strings.Contains(err.Error(), "pods.v1"):
+			t.Fatalf("error names %q, want %q: %v", se.Informer, pods.Name(), err)
+		}
+		t.Logf("WaitForCacheSync: %v", err)
+	})
+
+	f.Shutdown()
+	if _, err := cache.InformerFor[corev1.ConfigMap](ctx, f, cache.InformerForOptions[*corev1.ConfigMap]{}); !errors.Is(err, cache.ErrFactoryShutdown) {
+		t.Errorf("InformerFor after Shutdown: %v", err)
+	}
+	// The informers' watches are closed, but an HTTP/2 connection
+	// becomes idle only once the server has acknowledged the end of its
+	// streams; until then CloseIdleConnections leaves it open. So close
+	// idle connections until their goroutines are gone: a goroutine of
+	// an informer would not go away this way.
+	for range 500 {
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+		if goleak.Find(ignore) == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	goleak.VerifyNone(t, ignore)
+}
+
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
