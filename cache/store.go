@@ -56,6 +56,11 @@ type StoreOptions[T any] struct {
 // reader: nobody may mutate them afterwards. An informer's store has a
 // single writer, the informer; readers get it as an [Indexer].
 //
+// Readers never wait for index maintenance longer than one Add, Update or
+// Delete; Replace builds the new contents aside and swaps them in. The
+// room of deleted objects is reused by later writes and given back by the
+// next Replace.
+//
 // The zero value is not usable; call [NewStore].
 type Store[T any] struct {
 	keyFunc  KeyFunc[T]
