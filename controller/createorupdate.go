@@ -61,6 +61,9 @@ var ErrKeyChanged = errors.New("controller: mutate changed the object's name or 
 // (which is obj), leave the rest alone, and must not change the name or
 // namespace (that fails with an error wrapping [ErrKeyChanged], before any
 // write). Errors from mutate are returned wrapped, before any write.
+// Change fields in place rather than replacing whole structs or lists:
+// the server fills in defaults (a Service port's protocol, a container's
+// pull policy), and a mutate that drops them makes every call an update.
 //
 // The update is conditional on the resourceVersion read, so a concurrent
 // writer makes it fail with a 409 Conflict (apierrors.IsConflict works on
