@@ -115,8 +115,8 @@ func TestDeltaFIFOKeyErrors(t *testing.T) {
 	}
 }
 
-// TestDeltaFIFOConcurrent runs producers and consumers together, with an
-// informer-like consumer that applies deltas to the known store: every
+// TestDeltaFIFOConcurrent runs producers, resyncs and consumers
+// together, with an informer-like consumer that applies deltas to the known store: every
 // key must come out, nothing twice, and the store must end up matching.
 func TestDeltaFIFOConcurrent(t *testing.T) {
 	known := cache.NewStore(cache.StoreOptions[item]{KeyFunc: itemKey})
@@ -135,6 +135,18 @@ func TestDeltaFIFOConcurrent(t *testing.T) {
 			}
 		})
 	}
+	// Resyncs meanwhile re-deliver known objects; they must not change
+	// the outcome.
+	resyncDone := make(chan struct{})
+	go func() {
+		defer close(resyncDone)
+		for range 50 {
+			if err := f.Resync(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
 	var mu sync.Mutex
 	popped := map[string]int{}
 	var cwg sync.WaitGroup
@@ -165,6 +177,7 @@ func TestDeltaFIFOConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	<-resyncDone
 	f.Close()
 	cwg.Wait()
 	// A key may be popped more than once if its later deltas arrived
