@@ -70,8 +70,11 @@ var ErrKeyChanged = errors.New("controller: mutate changed the object's name or 
 // the returned error); wrap the call in [client.RetryOnConflict] to start
 // again from a fresh read. The status subresource, where the resource has
 // one, is not written: use [CreateOrPatch] for objects whose status mutate
-// sets. obj needs a name (generateName is not supported). When both obj
-// and the client have a namespace, obj's is used.
+// sets. If another writer creates the object between the read and the
+// create, the create fails with 409 AlreadyExists (apierrors.IsAlreadyExists);
+// calling again updates it. obj needs a name (generateName is not
+// supported). When both obj and the client have a namespace, obj's is
+// used.
 //
 // It is safe for concurrent use with different obj values.
 func CreateOrUpdate[E any, T interface {

@@ -34,6 +34,7 @@ type AlreadyOwnedError struct {
 	Owner metav1.OwnerReference
 }
 
+// Error names the owned object and its controller.
 func (e *AlreadyOwnedError) Error() string {
 	return fmt.Sprintf("controller: %s is already controlled by %s %s %q", e.Object, e.Owner.APIVersion, e.Owner.Kind, e.Owner.Name)
 }
@@ -58,6 +59,7 @@ type OwnerScopeError struct {
 	OwnedName      string
 }
 
+// Error names the owner and the owned object, and the rule broken.
 func (e *OwnerScopeError) Error() string {
 	if e.OwnedNamespace == "" {
 		return fmt.Sprintf("controller: %s %s/%s cannot own cluster-scoped %q: a namespaced owner owns only objects in its namespace",
