@@ -1,9 +1,13 @@
-// Package cache holds the storage half of an informer: the keyed, indexed
-// store that serves cached reads, the DeltaFIFO that carries changes from
-// a reflector to an informer, and a few small stores and queues around
-// them. Everything is generic over the element type T and works for any
-// Go type given a key function; API objects (pointers such as
-// *corev1.Pod) need none, as they are filed by namespace/name.
+// Package cache is Loom's client-side cache: the [Reflector] that lists
+// and watches, the [DeltaFIFO] that carries changes from it to an
+// [Informer], the indexed [Store] that serves cached reads through
+// [Lister], the shared-informer [Factory], and a few small stores and
+// queues around them. This overview covers the storage half (stores,
+// indexes, queues); the reflector, informer, factory and listers are
+// described on their types. The stores and queues are generic over the
+// element type T and work for any Go type given a key function; API
+// objects (pointers such as *corev1.Pod) need none, as they are filed by
+// namespace/name.
 //
 // # Getting started
 //
