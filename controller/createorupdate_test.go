@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -145,3 +146,32 @@ func TestMutateKeepingKey(t *testing.T) {
 }
 
 var errBoom = errors.New("boom")
+
+// FuzzMergeDiff checks the RFC 7386 round trip on arbitrary JSON objects:
+// the patch mergeDiff computes from a to b, applied to a, gives b (with
+// absent and null members counted the same), and neither function panics.
+func FuzzMergeDiff(f *testing.F) {
+	f.Add(`{"a":1,"m":{"x":"y","z":[1,{"q":null}]}}`, `{"m":{"x":null,"w":{}},"b":[]}`)
+	f.Add(`{"status":{"conditions":[{"type":"Ready"}]}}`, `{"status":{"conditions":[{"type":"Ready","status":"True"}],"phase":"Up"}}`)
+	f.Add(`{"a":{"b":{"c":1}}}`, `{"a":"s"}`)
+	f.Fuzz(func(t *testing.T, as, bs string) {
+		decode := func(s string) (map[string]any, bool) {
+			var m map[string]any
+			d := json.NewDecoder(strings.NewReader(s))
+			d.UseNumber()
+			return m, d.Decode(&m) == nil
+		}
+		a, okA := decode(as)
+		b, okB := decode(bs)
+		if !okA || !okB {
+			return
+		}
+		p := mergeDiff(a, b)
+		if got, want := applyMerge(a, p), normalize(b); !reflect.DeepEqual(got, want) {
+			t.Fatalf("a + mergeDiff(a, b) = %v, want %v (patch %v)", got, want, p)
+		}
+		if len(mergeDiff(b, b)) != 0 {
+			t.Fatalf("mergeDiff(b, b) = %v, want empty", mergeDiff(b, b))
+		}
+	})
+}
