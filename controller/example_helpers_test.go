@@ -69,11 +69,12 @@ func ExampleSetControllerReference() {
 	// A second controller is refused.
 	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api", UID: "9a2e"}}
 	var ae *controller.AlreadyOwnedError
-	err := controller.SetControllerReference(other, owned, nil)
-	fmt.Println(errors.As(err, &ae), ae.Owner.Name)
+	if err := controller.SetControllerReference(other, owned, nil); errors.As(err, &ae) {
+		fmt.Println("refused; controlled by", ae.Owner.Name)
+	}
 	// Output:
 	// apps/v1 Deployment web 6f1c true true
-	// true web
+	// refused; controlled by web
 }
 
 // An object may have several owners but only one controller; the garbage
