@@ -40,4 +40,22 @@
 // informer (shared through a cache.Factory) and optional [Predicate]
 // values that drop changes not worth a reconcile, such as updates that
 // do not change the generation.
+//
+// # Helpers
+//
+// Reconcilers repeat a few moves, provided here (each changes an object in
+// memory or writes it, as its doc says):
+//
+//   - finalizers: [AddFinalizer], [RemoveFinalizer], [HasFinalizer]; a
+//     finalizer turns a delete into an update that the controller sees,
+//     and holds the object until the controller removes it;
+//   - owner references: [SetControllerReference] (with the garbage
+//     collector's scope rules checked), [SetOwnerReference],
+//     [GetControllerOf], [IsControlledBy]; the garbage collector in
+//     kube-controller-manager deletes owned objects when their owner goes;
+//   - [CreateOrUpdate] and [CreateOrPatch]: make an object match a mutate
+//     function, creating it if absent, and say what was done;
+//   - status conditions: [SetStatusCondition], [SetObservedStatusCondition]
+//     and friends, over apimachinery's meta helpers;
+//   - optimistic concurrency: client.RetryOnConflict and Client.Mutate.
 package controller

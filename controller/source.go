@@ -32,21 +32,19 @@ func For[T client.Object](c *Controller, inf Informer[T], preds ...Predicate[T])
 func Owns[T client.Object](c *Controller, inf Informer[T], owner client.Resource, preds ...Predicate[T]) error {
 	gk := owner.Kind.GroupKind()
 	return watch(c, inf, preds, func(obj T) []Request {
-		for _, ref := range obj.GetOwnerReferences() {
-			if ref.Controller == nil || !*ref.Controller {
-				continue
-			}
-			gv, err := schema.ParseGroupVersion(ref.APIVersion)
-			if err != nil || gv.Group != gk.Group || ref.Kind != gk.Kind {
-				return nil
-			}
-			ns := ""
-			if owner.Namespaced {
-				ns = obj.GetNamespace()
-			}
-			return []Request{{Namespace: ns, Name: ref.Name}}
+		ref := GetControllerOf(obj)
+		if ref == nil {
+			return nil
 		}
-		return nil
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || gv.Group != gk.Group || ref.Kind != gk.Kind {
+			return nil
+		}
+		ns := ""
+		if owner.Namespaced {
+			ns = obj.GetNamespace()
+		}
+		return []Request{{Namespace: ns, Name: ref.Name}}
 	})
 }
 
