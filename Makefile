@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools
 
-.PHONY: all assets build test vet demo clean
+.PHONY: all assets build test vet demo chaos clean
 
 all: build
 
@@ -47,6 +47,10 @@ demo: assets build
 	echo; echo "$$ kubectl --kubeconfig $$state/kubeconfig get nodes"; \
 	"$(KUBECTL)" --kubeconfig "$$state/kubeconfig" get nodes -o wide; \
 	echo; bin/loom dev down --state-dir "$$state"
+
+## chaos: the informer chaos trials at length (200 trials instead of the 20 of make test).
+chaos: assets
+	LOOM_CHAOS_TRIALS=200 $(GO) test -race -count=1 -timeout 60m -run TestInformersSurviveChaos -v ./cache
 
 clean:
 	rm -rf bin
