@@ -39,18 +39,24 @@ var (
 	ErrNotSynced = errors.New("not synced yet")
 )
 
+// Syncer is anything [WaitForCacheSync] can wait for: an informer (a
+// [Runner]) or a handler's [Registration].
+type Syncer interface {
+	// Name names it in logs and errors.
+	Name() string
+	// HasSynced reports whether it has the first list.
+	HasSynced() bool
+	// LastError reports why it is not keeping up, or nil.
+	LastError() error
+}
+
 // Runner is what does not depend on an informer's object type: what a
 // [Factory], [WaitForCacheSync] or a controller needs to run informers
 // of different types together. *[Informer][T] implements it for every T.
 type Runner interface {
-	// Name names the informer in logs and errors.
-	Name() string
+	Syncer
 	// Start runs the informer until ctx ends (see [Informer.Start]).
 	Start(ctx context.Context) error
-	// HasSynced reports whether the first list is in the cache.
-	HasSynced() bool
-	// LastError reports why the informer is not keeping up, or nil.
-	LastError() error
 }
 
 var _ Runner = (*Informer[*metav1.PartialObjectMetadata])(nil)
@@ -296,16 +302,16 @@ func (f *Factory) Start(ctx context.Context) {
 // returns; it may be called again.
 func (f *Factory) WaitForCacheSync(ctx context.Context) error {
 	f.mu.Lock()
-	runners := make([]Runner, 0, len(f.informers))
+	syncers := make([]Syncer, 0, len(f.informers))
 	for _, e := range f.informers {
 		if e.started {
-			runners = append(runners, e.inf)
+			syncers = append(syncers, e.inf)
 		} else {
-			runners = append(runners, notStarted{e.inf})
+			syncers = append(syncers, notStarted{e.inf})
 		}
 	}
 	f.mu.Unlock()
-	return WaitForCacheSync(ctx, runners...)
+	return WaitForCacheSync(ctx, syncers...)
 }
 
 // notStarted stands for an informer the factory has not started.
@@ -377,9 +383,9 @@ func (e *SyncError) Unwrap() error { return e.Err }
 // syncPoll is how often WaitForCacheSync looks at the informers.
 const syncPoll = 20 * time.Millisecond
 
-// WaitForCacheSync waits until every informer has synced, and returns
-// nil. Otherwise it returns an error joining a [*SyncError] for each
-// informer that has not synced, sorted by name, when:
+// WaitForCacheSync waits until every informer (or handler registration)
+// has synced, and returns nil. Otherwise it returns an error joining a
+// [*SyncError] for each that has not synced, sorted by name, when:
 //
 //   - ctx ends;
 //   - or, at once, an informer cannot sync without help: its last error
@@ -391,11 +397,11 @@ const syncPoll = 20 * time.Millisecond
 // Informers whose last error is transient (a broken connection, a
 // server error) are waited for, as their reflectors retry. The check is
 // a poll, a few times per 100 ms.
-func WaitForCacheSync(ctx context.Context, informers ...Runner) error {
+func WaitForCacheSync(ctx context.Context, informers ...Syncer) error {
 	t := time.NewTicker(syncPoll)
 	defer t.Stop()
 	for {
-		var pending []Runner
+		var pending []Syncer
 		hopeless := false
 		for _, inf := range informers {
 			if !inf.HasSynced() {
@@ -423,8 +429,8 @@ func cannotSync(err error) bool {
 		apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err))
 }
 
-func syncErrors(ctx context.Context, pending []Runner) error {
-	slices.SortFunc(pending, func(a, b Runner) int { return strings.Compare(a.Name(), b.Name()) })
+func syncErrors(ctx context.Context, pending []Syncer) error {
+	slices.SortFunc(pending, func(a, b Syncer) int { return strings.Compare(a.Name(), b.Name()) })
 	errs := make([]error, len(pending))
 	for n, inf := range pending {
 		err := inf.LastError()

@@ -188,39 +188,39 @@ func TestWaitForCacheSync(t *testing.T) {
 	tests := []struct {
 		name    string
 		ctx     context.Context
-		runners []cache.Runner
+		runners []cache.Syncer
 		want    string // the error, "" for nil
 		is      []error
 	}{{
 		name:    "all synced",
 		ctx:     t.Context(),
-		runners: []cache.Runner{runner("a", true, nil), runner("b", true, nil)},
+		runners: []cache.Syncer{runner("a", true, nil), runner("b", true, nil)},
 	}, {
 		name:    "one syncs after a few polls",
 		ctx:     t.Context(),
-		runners: []cache.Runner{runner("a", true, nil), &fakeRunner{name: "slow", syncAt: 3}},
+		runners: []cache.Syncer{runner("a", true, nil), &fakeRunner{name: "slow", syncAt: 3}},
 	}, {
 		name:    "RBAC denial: at once, naming every informer not synced, in order",
 		ctx:     t.Context(),
-		runners: []cache.Runner{runner("z-pods", false, forbidden), runner("ok", true, nil), runner("a-pending", false, nil)},
+		runners: []cache.Syncer{runner("z-pods", false, forbidden), runner("ok", true, nil), runner("a-pending", false, nil)},
 		want: "cache: informer a-pending has not synced: not synced yet\n" +
 			"cache: informer z-pods has not synced: cache: reflector pods: list: pods is forbidden: no RBAC",
 		is: []error{cache.ErrNotSynced},
 	}, {
 		name:    "a missing resource: at once",
 		ctx:     t.Context(),
-		runners: []cache.Runner{runner("widgets", false, notFound)},
+		runners: []cache.Syncer{runner("widgets", false, notFound)},
 		want:    `cache: informer widgets has not synced: cache: reflector widgets: list: widgets "" not found`,
 	}, {
 		name:    "a stopped informer: at once",
 		ctx:     t.Context(),
-		runners: []cache.Runner{runner("gone", false, fmt.Errorf("x: %w", cache.ErrStopped))},
+		runners: []cache.Syncer{runner("gone", false, fmt.Errorf("x: %w", cache.ErrStopped))},
 		want:    "cache: informer gone has not synced: x: informer stopped",
 		is:      []error{cache.ErrStopped},
 	}, {
 		name:    "a transient error is waited for until ctx ends, and reported",
 		ctx:     cancelled,
-		runners: []cache.Runner{runner("flaky", false, transient), runner("quiet", false, nil)},
+		runners: []cache.Syncer{runner("flaky", false, transient), runner("quiet", false, nil)},
 		want: "cache: informer flaky has not synced: cache: reflector flaky: watch: connection reset\n" +
 			"cache: informer quiet has not synced: context canceled",
 		is: []error{context.Canceled},

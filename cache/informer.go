@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loom-k8s/loom/client"
@@ -131,6 +132,7 @@ type Informer[T client.Object] struct {
 	runCtx   context.Context // while running: handlers' goroutines end with it
 	wg       sync.WaitGroup  // the goroutines of handlers
 	exitErr  error           // why Start returned, once it has
+	nextID   atomic.Int64    // numbers handlers
 }
 
 const (

@@ -81,13 +81,17 @@ type HandlerOptions struct {
 	ResyncPeriod time.Duration
 }
 
-// Registration is a handler added to an informer.
+// Registration is a handler added to an informer. It is a [Syncer], so
+// [WaitForCacheSync] can wait for handlers to have seen the first list:
+//
+//   - Name is the informer's name and the handler's number;
+//   - HasSynced reports whether the handler has returned from the calls
+//     for every object of the informer's first list (or, for a handler
+//     added after that, for every object the cache held when it was
+//     added). It stays false while the informer has not synced;
+//   - LastError is the informer's [Informer.LastError].
 type Registration interface {
-	// HasSynced reports whether the handler has returned from the calls
-	// for every object of the informer's first list (or, for a handler
-	// added after that, for every object the cache held when it was
-	// added). It stays false while the informer has not synced.
-	HasSynced() bool
+	Syncer
 	// Remove stops calls to the handler: once it returns, no call starts,
 	// though a call in progress finishes. Notifications still buffered
 	// are dropped. Remove may be called from the handler itself, and more
@@ -113,6 +117,7 @@ func (i *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (Registratio
 	}
 	l := &listener[T]{
 		inf:    i,
+		id:     i.nextID.Add(1),
 		h:      h,
 		resync: max(period, 0),
 		wake:   make(chan struct{}, 1),
@@ -195,6 +200,7 @@ type notification[T any] struct {
 // a goroutine that delivers them in order.
 type listener[T client.Object] struct {
 	inf    *Informer[T]
+	id     int64
 	h      Handler[T]
 	resync time.Duration // 0: never
 	wake   chan struct{} // one slot: the buffer became non-empty
@@ -267,6 +273,12 @@ func (l *listener[T]) HasSynced() bool {
 	defer l.mu.Unlock()
 	return l.targetSet && l.delivered >= l.target
 }
+
+// Name implements [Registration].
+func (l *listener[T]) Name() string { return fmt.Sprintf("%s handler %d", l.inf.name, l.id) }
+
+// LastError implements [Registration].
+func (l *listener[T]) LastError() error { return l.inf.LastError() }
 
 // Remove implements [Registration].
 func (l *listener[T]) Remove() { l.inf.remove(l) }

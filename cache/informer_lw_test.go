@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -47,7 +48,11 @@ func (f *feedLW) List(ctx context.Context, _ metav1.ListOptions) (*client.List[*
 	return cp, nil
 }
 
-func (f *feedLW) Watch(ctx context.Context, _ metav1.ListOptions) (cache.Watch[*corev1.ConfigMap], error) {
+func (f *feedLW) Watch(ctx context.Context, o metav1.ListOptions) (cache.Watch[*corev1.ConfigMap], error) {
+	if o.SendInitialEvents != nil && *o.SendInitialEvents {
+		// As an old server does: the reflector falls back to lists.
+		return nil, apierrors.NewBadRequest("sendInitialEvents is not supported")
+	}
 	return &feedWatch{ctx: ctx, events: f.events, stop: make(chan struct{})}, nil
 }
 

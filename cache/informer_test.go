@@ -409,5 +409,10 @@ func TestInformerHandlerHasSynced(t *testing.T) {
 	}
 	close(gate)
 	calls.Wait()
-	eventually(reg.HasSynced)
+	if err := cache.WaitForCacheSync(t.Context(), inf, reg); err != nil {
+		t.Fatal(err)
+	}
+	if want := "*v1.ConfigMap handler 1"; reg.Name() != want {
+		t.Errorf("registration name %q, want %q", reg.Name(), want)
+	}
 }

@@ -1,0 +1,227 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/rest"
+)
+
+// An informer over a ListerWatcher (here a scripted one; in a program,
+// cache.ListWatch of a client), a handler, and a read through the
+// lister.
+func ExampleNewInformer() {
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	inf := cache.NewInformer(lw, cache.InformerOptions[*corev1.ConfigMap]{
+		Transform: cache.StripManagedFields[*corev1.ConfigMap],
+	})
+	seen := make(chan string, 10)
+	reg, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: func(o *corev1.ConfigMap, initial bool) { seen <- fmt.Sprintf("add %s initial=%v", o.Name, initial) },
+		Update: func(old, o *corev1.ConfigMap) {
+			seen <- fmt.Sprintf("update %s %s->%s", o.Name, old.ResourceVersion, o.ResourceVersion)
+		},
+		Delete: func(o *corev1.ConfigMap, unknown bool) { seen <- fmt.Sprintf("delete %s unknown=%v", o.Name, unknown) },
+	}, cache.HandlerOptions{})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- inf.Start(ctx) }()
+
+	// Wait until the handler has seen the first list.
+	if err := cache.WaitForCacheSync(ctx, reg); err != nil {
+		panic(err)
+	}
+	fmt.Println(<-seen)
+	fmt.Println(<-seen)
+
+	lw.send(watch.Modified, cm("a", "11"))
+	lw.send(watch.Deleted, cm("b", "12"))
+	fmt.Println(<-seen)
+	fmt.Println(<-seen)
+
+	a, ok := inf.Lister().Namespace("ns").Get("a")
+	fmt.Println("cached:", a.Name, a.ResourceVersion, ok)
+
+	cancel()
+	fmt.Println("Start returned", <-stopped)
+	// Output:
+	// add a initial=true
+	// add b initial=true
+	// update a 1->11
+	// delete b unknown=false
+	// cached: a 11 true
+	// Start returned <nil>
+}
+
+// A handler added to a running informer first receives everything
+// already cached, with initial=true.
+func ExampleInformer_AddHandler() {
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	inf := cache.NewInformer(lw, cache.InformerOptions[*corev1.ConfigMap]{})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- inf.Start(ctx) }()
+	if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+		panic(err)
+	}
+
+	var got []string
+	done := make(chan struct{})
+	reg, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: func(o *corev1.ConfigMap, initial bool) {
+			got = append(got, fmt.Sprintf("%s initial=%v", o.Name, initial))
+			if len(got) == 2 {
+				close(done)
+			}
+		},
+	}, cache.HandlerOptions{ResyncPeriod: 10 * time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	<-done
+	slices.Sort(got) // the cache has no order
+	fmt.Println(got)
+	reg.Remove()
+	cancel()
+	<-stopped
+	// Output: [a initial=true b initial=true]
+}
+
+// The mutation detector, meant for tests, finds a handler that changed a
+// shared object instead of a copy.
+func ExampleInformer_CheckMutations() {
+	lw := newFeed(list("10", "", cm("a", "1")))
+	inf := cache.NewInformer(lw, cache.InformerOptions[*corev1.ConfigMap]{
+		DetectMutations: true,
+		OnMutation:      func(error) {}, // Start returns it too
+	})
+	done := make(chan struct{})
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: func(o *corev1.ConfigMap, _ bool) {
+			o.Labels = map[string]string{"bad": "idea"} // should have been o.DeepCopy()
+			close(done)
+		},
+	}, cache.HandlerOptions{}); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- inf.Start(ctx) }()
+	<-done
+	var me *cache.MutationError
+	if errors.As(inf.CheckMutations(), &me) {
+		fmt.Println("changed in place:", me.Keys)
+	}
+	cancel()
+	fmt.Println("Start reports it:", errors.As(<-stopped, &me))
+	// Output:
+	// changed in place: [ns/a]
+	// Start reports it: true
+}
+
+// StripManagedFields as a transform: the cache holds objects without
+// managedFields.
+func ExampleStripManagedFields() {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name:          "web",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}}
+	pod, _ = cache.StripManagedFields(pod)
+	fmt.Println(len(pod.ManagedFields))
+	// Output: 0
+}
+
+// A lister reads the cache: by name, and by label selector through the
+// label index, in one namespace or all.
+func ExampleLister() {
+	store := cache.NewStore(cache.StoreOptions[*corev1.ConfigMap]{})
+	_ = store.Add(cmIn("prod", "web", "1", map[string]string{"app": "web"}))
+	_ = store.Add(cmIn("prod", "db", "2", map[string]string{"app": "db"}))
+	_ = store.Add(cmIn("dev", "web", "3", map[string]string{"app": "web"}))
+	l := cache.NewLister[*corev1.ConfigMap](store) // or informer.Lister()
+
+	web, _ := l.List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+	fmt.Println("web everywhere:", len(web))
+	inProd, _ := l.Namespace("prod").List(nil)
+	fmt.Println("in prod:", len(inProd))
+	db, ok := l.Namespace("prod").Get("db")
+	fmt.Println(db.Name, ok)
+	_, ok = l.Namespace("dev").Get("db")
+	fmt.Println(ok)
+	// Output:
+	// web everywhere: 2
+	// in prod: 2
+	// db true
+	// false
+}
+
+// A factory shares informers between the parts of a program, starts
+// them, and reports why one cannot sync.
+func ExampleNewFactory() {
+	ctx := context.Background()
+	cfg, err := config.Load(config.LoadOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rc, err := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	f := cache.NewFactory(cache.FactoryOptions{REST: rc, Namespace: "default", Resync: 10 * time.Minute})
+	defer f.Shutdown()
+
+	pods, err := cache.InformerFor[corev1.Pod](ctx, f, cache.InformerForOptions[*corev1.Pod]{
+		Transform: cache.StripManagedFields[*corev1.Pod], TransformName: "strip-managed-fields",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := pods.AddHandler(cache.HandlerFuncs[*corev1.Pod]{
+		Add: func(p *corev1.Pod, _ bool) { fmt.Println("pod", p.Name) },
+	}, cache.HandlerOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	f.Start(ctx)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := f.WaitForCacheSync(wctx); err != nil {
+		var se *cache.SyncError
+		if errors.As(err, &se) && apierrors.IsForbidden(err) {
+			fmt.Println("no RBAC to list", se.Informer)
+		}
+		fmt.Println(err)
+		return
+	}
+	running, _ := pods.Lister().Namespace("default").List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+	fmt.Println(len(running), "web pods")
+}
+
+// A custom resource's informer is stopped when its definition goes
+// away, and a new one is made if it comes back.
+func ExampleFactory_StopInformer() {
+	var f *cache.Factory              // made with NewFactory
+	var widgets cache.Runner          // an informer of f, from InformerFor
+	crdDeleted := make(chan struct{}) // from a watch on CustomResourceDefinitions
+	go func() {
+		<-crdDeleted
+		f.StopInformer(widgets) // its handlers get no more calls
+	}()
+}
