@@ -3,8 +3,8 @@
 // [Informer], the indexed [Store] that serves cached reads through
 // [Lister], the shared-informer [Factory], and a few small stores and
 // queues around them. This overview covers the storage half (stores,
-// indexes, queues); the reflector, informer, factory and listers are
-// described on their types. The stores and queues are generic over the
+// indexes, queues), then informers, the factory and listers; each type
+// documents the details. The stores and queues are generic over the
 // element type T and work for any Go type given a key function; API
 // objects (pointers such as *corev1.Pod) need none, as they are filed by
 // namespace/name.
@@ -87,6 +87,75 @@
 // final state of every object should use a finalizer instead. The
 // [DeltaFIFO] type documents every queueing rule, what Pop does when
 // processing fails, and what HasSynced means.
+//
+// # Informers
+//
+// An [Informer] keeps a [Store] in step with the server and tells
+// handlers about every change:
+//
+//	Reflector ──► DeltaFIFO ──► pop loop ──► Store (read through Lister)
+//	   (list, watch)                │
+//	                                └──► one buffer and goroutine per handler
+//
+// The reflector writes into the DeltaFIFO, whose KnownObjects is the
+// Store; one goroutine pops each key's deltas, applies them to the Store
+// (Added, Updated, Replaced → store; Deleted → remove) and queues a
+// [Handler] call for every handler. Each handler has its own unbounded
+// buffer and goroutine, so a slow handler delays only itself. A relist
+// that finds an object unchanged (same resourceVersion) calls no handler.
+//
+//	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{
+//		Transform: cache.StripManagedFields[*corev1.Pod],
+//	})
+//	reg, _ := inf.AddHandler(cache.HandlerFuncs[*corev1.Pod]{
+//		Add:    func(p *corev1.Pod, initial bool) { queue.Add(key(p)) },
+//		Update: func(_, p *corev1.Pod) { queue.Add(key(p)) },
+//		Delete: func(p *corev1.Pod, _ bool) { queue.Add(key(p)) },
+//	}, cache.HandlerOptions{})
+//	go inf.Start(ctx) // blocks until ctx ends
+//	if err := cache.WaitForCacheSync(ctx, reg); err != nil { ... }
+//	pod, ok := inf.Lister().Namespace("default").Get("web-0")
+//
+// Handlers can be added at any time; one added late first receives the
+// cached objects as OnAdd(obj, initial=true). Handlers can be removed
+// ([Registration].Remove), have their own resync period
+// ([HandlerOptions].ResyncPeriod: every period the handler alone gets
+// OnUpdate(obj, obj) for every cached object, read from the Store; the
+// reflector and the DeltaFIFO are not involved) and their own HasSynced.
+//
+// Two meanings of synced: [Informer.HasSynced] is true once the first
+// list is in the Store and every notification of it has been queued;
+// [Registration].HasSynced once that handler has returned from all of
+// them. [WaitForCacheSync] waits for either kind and fails fast, with a
+// [*SyncError] per laggard, when one cannot sync without help (RBAC
+// Forbidden, Unauthorized, a missing resource, a stopped informer).
+//
+// Objects in the cache are shared, read-only, by the Store, every
+// lister and every handler. A transform ([InformerOptions].Transform)
+// shapes them before they are stored; the mutation detector
+// ([InformerOptions].DetectMutations, or LOOM_CACHE_MUTATION_DETECTOR=true)
+// finds code that changes them, in tests.
+//
+// Metadata-only informers are informers of
+// *metav1.PartialObjectMetadata, over a client made with
+// client.For[metav1.PartialObjectMetadata] and the resource; dynamic
+// ones are informers of *unstructured.Unstructured.
+//
+// # Factory
+//
+// A [Factory] shares informers: [InformerFor] returns one informer per
+// object type, resource, namespace, label and field selector and
+// transform name. [Factory.Start] starts those not yet running,
+// [Factory.WaitForCacheSync] waits for them, [Factory.StopInformer]
+// stops one (a custom resource whose definition was deleted) and
+// [Factory.Shutdown] stops all and waits for their goroutines.
+//
+// # Listers
+//
+// A [Lister] reads the cache, never the server: Get by name, List by
+// label selector (through the label index), and the same within one
+// namespace through [Lister.Namespace]. Its name says it reads the
+// cache; live reads go through client.Client.
 //
 // # Errors
 //
