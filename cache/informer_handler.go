@@ -15,7 +15,8 @@ import (
 // handler's own, one call at a time, in the order of the changes; calls
 // for different handlers run concurrently. Objects given are shared with
 // the cache and every other handler: do not change them. A handler that
-// blocks delays only its own later calls.
+// blocks delays only its own later calls. A handler that panics crashes
+// the program, as any goroutine does; the informer does not recover.
 //
 // Handlers see the state of the cache, not every event on the server:
 // changes that happen while the watch is broken arrive as the difference

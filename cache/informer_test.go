@@ -416,3 +416,41 @@ func TestInformerHandlerHasSynced(t *testing.T) {
 		t.Errorf("registration name %q, want %q", reg.Name(), want)
 	}
 }
+
+// A resync that falls due while the handler is still working through the
+// previous one is skipped, so a slow handler's buffer does not fill up
+// with resyncs.
+func TestInformerResyncSkipsWhileBehind(t *testing.T) {
+	fake := clock.NewFake(time.Unix(0, 0))
+	opts := quiet()
+	cache.SetInformerClock(&opts, fake)
+	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
+	inf := cache.NewInformer(lw, opts)
+	rec := newRecorder()
+	entered, gate := make(chan struct{}), make(chan struct{})
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: rec.OnAdd,
+		Update: func(old, new *corev1.ConfigMap) {
+			entered <- struct{}{}
+			<-gate
+			rec.OnUpdate(old, new)
+		},
+	}, cache.HandlerOptions{ResyncPeriod: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	rec.next(2)
+	eventually(func() bool { return fake.Waiters() == 1 })
+	fake.Step(time.Minute) // resync 1: two updates queued
+	<-entered
+	eventually(func() bool { return fake.Waiters() == 1 }) // re-armed
+	fake.Step(time.Minute) // resync 2 falls due while resync 1 is in progress
+	gate <- struct{}{}
+	<-entered
+	gate <- struct{}{}
+	lw.send(watch.Added, cm("c", "11"))
+	got := rec.next(3)
+	if !strings.HasPrefix(got[0], "update") || !strings.HasPrefix(got[1], "update") || got[2] != "add c rv=11 initial=false" {
+		t.Fatalf("calls %q: want one resync (two updates), then the add", got)
+	}
+}
