@@ -444,7 +444,7 @@ func TestInformerResyncSkipsWhileBehind(t *testing.T) {
 	fake.Step(time.Minute) // resync 1: two updates queued
 	<-entered
 	eventually(func() bool { return fake.Waiters() == 1 }) // re-armed
-	fake.Step(time.Minute) // resync 2 falls due while resync 1 is in progress
+	fake.Step(time.Minute)                                 // resync 2 falls due while resync 1 is in progress
 	gate <- struct{}{}
 	<-entered
 	gate <- struct{}{}
