@@ -270,7 +270,7 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 	// From here AddHandler fails, so no handler goroutine starts while
 	// they are waited for.
 	i.mu.Lock()
-	i.state = stateStopped
+	i.state, i.exitErr = stateStopped, reflErr
 	for _, l := range i.handlers {
 		l.stop()
 	}

@@ -129,8 +129,10 @@ func (i *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (Registratio
 	if i.state == stateStopped {
 		return nil, fmt.Errorf("cache: informer %s: %w", i.name, ErrStopped)
 	}
-	for _, obj := range i.store.List() {
-		l.push(notification[T]{kind: notifyAdd, obj: obj, flag: true})
+	objs := i.store.List()
+	l.buf = make([]notification[T], 0, len(objs))
+	for _, obj := range objs {
+		l.pushLocked(notification[T]{kind: notifyAdd, obj: obj, flag: true}) // l is not shared yet
 	}
 	if i.synced {
 		l.setTarget()

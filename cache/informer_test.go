@@ -454,3 +454,21 @@ func TestInformerResyncSkipsWhileBehind(t *testing.T) {
 		t.Fatalf("calls %q: want one resync (two updates), then the add", got)
 	}
 }
+
+func TestInformerMutationDetectorFromEnvironment(t *testing.T) {
+	t.Setenv(cache.MutationDetectorEnv, "true")
+	lw := newFeed(list("10", "", cm("a", "1")))
+	inf := cache.NewInformer(lw, quiet()) // DetectMutations not set
+	mutated := make(chan struct{})
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: func(o *corev1.ConfigMap, _ bool) { o.Data = map[string]string{"x": "y"}; close(mutated) },
+	}, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, inf)
+	<-mutated
+	var me *cache.MutationError
+	if err := stop(); !errors.As(err, &me) {
+		t.Fatalf("Start = %v, want a MutationError: %s=true should switch the detector on", err, cache.MutationDetectorEnv)
+	}
+}
