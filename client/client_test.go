@@ -36,7 +36,23 @@ func namespace(t *testing.T, rc *rest.Client) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nss.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	return name
+	// kube-controller-manager gives every new namespace a "default" service
+	// account, which pods need; wait for it.
+	sas, _ := client.For[corev1.ServiceAccount](t.Context(), rc, client.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for {
+		if _, ok, err := sas.Namespace(name).GetOptional(ctx, "default", metav1.GetOptions{}); ok {
+			return name
+		} else if err != nil && ctx.Err() == nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("namespace %s never got its default service account", name)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // podSpec is bound to a node nobody runs, so that neither the scheduler nor
