@@ -93,10 +93,10 @@ func TestPagingWithExpiredContinueToken(t *testing.T) {
 				if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "zz-after"}}, metav1.CreateOptions{}); err != nil {
 					return err
 				}
-				if err := env.CompactEtcd(ctx, 0); err != nil {
+				if err := shared.Env(t).CompactEtcd(ctx, 0); err != nil {
 					return err
 				}
-				return env.RestartAPIServer(ctx)
+				return shared.Env(t).RestartAPIServer(ctx)
 			}
 			return nil
 		})
@@ -191,7 +191,7 @@ func TestPodLogs(t *testing.T) {
 	rc := newREST(t, rest.JSON)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	if err := env.AppendPodLog("first", "second"); err != nil {
+	if err := shared.Env(t).AppendPodLog("first", "second"); err != nil {
 		t.Fatal(err)
 	}
 	pods, _ := client.For[corev1.Pod](ctx, rc, client.Options{})
@@ -251,7 +251,7 @@ func TestPodLogs(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || line != "second\n" {
 		t.Fatalf("follow first line: %q %v", line, err)
 	}
-	if err := env.AppendPodLog("third"); err != nil {
+	if err := shared.Env(t).AppendPodLog("third"); err != nil {
 		t.Fatal(err)
 	}
 	if line, err := r.ReadString('\n'); err != nil || line != "third\n" {

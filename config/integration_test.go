@@ -1,15 +1,11 @@
 package config_test
 
 import (
-	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -18,34 +14,13 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-var (
-	envOnce   sync.Once
-	sharedEnv *testenv.Env
-	envErr    error
-)
+// shared is the package's control plane, started by the first test that
+// needs it and stopped after the last.
+var shared = testenv.Shared{}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if sharedEnv != nil {
-		if err := sharedEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping testenv:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
-func env(t *testing.T) *testenv.Env {
-	t.Helper()
-	envOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		sharedEnv, envErr = testenv.Start(ctx, testenv.Options{})
-	})
-	if envErr != nil {
-		t.Fatalf("starting testenv: %v", envErr)
-	}
-	return sharedEnv
-}
+func env(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 func ping(t *testing.T, cfg config.Config) error {
 	t.Helper()

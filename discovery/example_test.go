@@ -12,7 +12,7 @@ import (
 // exampleClient connects to the test control plane; a program would call
 // config.Load(config.LoadOptions{}) to use the current kubeconfig.
 func exampleClient() *rest.Client {
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	cfg, err := config.Load(config.LoadOptions{Path: exampleEnv().KubeconfigPath})
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +62,7 @@ func ExampleCached() {
 	// One discovery per six hours (the default TTL), shared by every caller;
 	// Dir keeps it across runs of a short-lived program.
 	d := discovery.NewCached(discovery.New(exampleClient(), discovery.Options{}), discovery.CacheOptions{
-		Dir: discovery.DefaultCacheDir(env.URL) + "-example",
+		Dir: discovery.DefaultCacheDir(exampleEnv().URL) + "-example",
 	})
 	defer d.Invalidate()
 	groups, err := d.ServerGroups(context.Background())

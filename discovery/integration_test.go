@@ -23,28 +23,24 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-var env *testenv.Env
+// shared is the package's control plane, started by the first test that
+// needs it and stopped after the last.
+var shared = testenv.Shared{Options: testenv.Options{}}
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e, err := testenv.Start(ctx, testenv.Options{})
-	cancel()
+func TestMain(m *testing.M) { shared.Main(m) }
+
+// exampleEnv is the shared control plane for examples, which have no t.
+func exampleEnv() *testenv.Env {
+	env, err := shared.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		panic(err)
 	}
-	env = e
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, env.LogTails(20))
-	}
-	_ = env.Stop()
-	os.Exit(code)
+	return env
 }
 
 func restClient(t *testing.T) *rest.Client {
 	t.Helper()
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	cfg, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +56,7 @@ func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	// Not t.Context(): cleanups run kubectl after the test's context ends.
 	out, err := exec.Command(filepath.Join(testenv.AssetsDir(), "kubectl"),
-		append([]string{"--kubeconfig", env.KubeconfigPath}, args...)...).CombinedOutput()
+		append([]string{"--kubeconfig", shared.Env(t).KubeconfigPath}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 func ExampleRecorder() {
-	cfg, _ := config.Load(config.LoadOptions{Path: env.KubeconfigPath}) // a program: config.Load(config.LoadOptions{})
+	cfg, _ := config.Load(config.LoadOptions{Path: exampleEnv().KubeconfigPath}) // a program: config.Load(config.LoadOptions{})
 	rc, _ := rest.New(cfg, rest.Options{})
 	rec, err := events.New(rc, events.Options{Controller: "example.com/widget-controller"})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 func execKubectl(t *testing.T, args ...string) (string, error) {
-	out, err := exec.CommandContext(t.Context(), filepath.Join(testenv.AssetsDir(), "kubectl"), append([]string{"--kubeconfig", env.KubeconfigPath}, args...)...).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), filepath.Join(testenv.AssetsDir(), "kubectl"), append([]string{"--kubeconfig", shared.Env(t).KubeconfigPath}, args...)...).CombinedOutput()
 	return string(out), err
 }
 

@@ -3,7 +3,6 @@ package events_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -18,20 +17,19 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-var env *testenv.Env
+// shared is the package's control plane, started by the first test that
+// needs it and stopped after the last.
+var shared = testenv.Shared{Options: testenv.Options{}}
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e, err := testenv.Start(ctx, testenv.Options{})
-	cancel()
+func TestMain(m *testing.M) { shared.Main(m) }
+
+// exampleEnv is the shared control plane for examples, which have no t.
+func exampleEnv() *testenv.Env {
+	env, err := shared.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		panic(err)
 	}
-	env = e
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	return env
 }
 
 func restFor(t *testing.T, e *testenv.Env) *rest.Client {
@@ -101,7 +99,7 @@ func eventsAbout(t *testing.T, rc *rest.Client, name string) []*eventsv1.Event {
 }
 
 func TestEventsAreAggregated(t *testing.T) {
-	rc := restFor(t, env)
+	rc := restFor(t, shared.Env(t))
 	cm := subject(t, rc, "aggregated")
 	rec := startRecorder(t, rc, events.Options{})
 	for range 5 {
@@ -146,7 +144,7 @@ func TestEventsAreAggregated(t *testing.T) {
 }
 
 func TestSpamFilter(t *testing.T) {
-	rc := restFor(t, env)
+	rc := restFor(t, shared.Env(t))
 	cm := subject(t, rc, "spammy")
 	rec := startRecorder(t, rc, events.Options{Burst: 3})
 	for i := range 10 {

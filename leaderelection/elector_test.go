@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -22,30 +21,17 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-var env *testenv.Env
+// shared is the package's control plane, started by the first test that
+// needs it and stopped after the last.
+var shared = testenv.Shared{Options: testenv.Options{}}
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e, err := testenv.Start(ctx, testenv.Options{})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	env = e
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, env.LogTails(20))
-	}
-	_ = env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
 // leases returns a Lease client; host, if set, replaces the server URL
 // (for a proxy in front of it).
 func leases(t *testing.T, host string) *client.Client[*coordinationv1.Lease] {
 	t.Helper()
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	cfg, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +229,7 @@ func (p *proxy) cutOff() {
 // candidate takes over (LeaseDuration after the last renewal it saw).
 func TestPartitionedLeaderStopsBeforeTakeover(t *testing.T) {
 	for i := range 3 {
-		p := newProxy(t, env.URL[len("https://"):])
+		p := newProxy(t, shared.Env(t).URL[len("https://"):])
 		cut := leases(t, "https://"+p.l.Addr().String())
 		direct := leases(t, "")
 		rec := newRecorder()

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,28 +29,15 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-var env *testenv.Env
+// shared is the package's control plane, started by the first test that
+// needs it and stopped after the last.
+var shared = testenv.Shared{Options: testenv.Options{Controllers: true}}
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	e, err := testenv.Start(ctx, testenv.Options{Controllers: true})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	env = e
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, env.LogTails(20))
-	}
-	_ = env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
 func cfg(t *testing.T) config.Config {
 	t.Helper()
-	c, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	c, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,34 +30,13 @@ import (
 
 // One control plane serves every integration test in the package; it is
 // started on first use and stopped by TestMain.
-var (
-	envOnce   sync.Once
-	sharedEnv *testenv.Env
-	envErr    error
-)
+// shared is the package's control plane, started by the first test that
+// needs it and stopped after the last.
+var shared = testenv.Shared{}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if sharedEnv != nil {
-		if err := sharedEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping testenv:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
-func env(t *testing.T) *testenv.Env {
-	t.Helper()
-	envOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		sharedEnv, envErr = testenv.Start(ctx, testenv.Options{})
-	})
-	if envErr != nil {
-		t.Fatalf("starting testenv: %v", envErr)
-	}
-	return sharedEnv
-}
+func env(t *testing.T) *testenv.Env { return shared.Env(t) }
 
 func adminClient(t *testing.T, ct rest.ContentType, opts ...func(*rest.Options)) *rest.Client {
 	t.Helper()
