@@ -325,7 +325,9 @@ func (n notStarted) LastError() error {
 // stop. The factory forgets it: a later InformerFor with the same
 // options makes a new one, for example when a custom resource's
 // definition is created again. Handlers of the stopped informer get no
-// more calls. It reports whether inf was one of the factory's.
+// more calls. It reports whether inf was one of the factory's. As it
+// waits for inf's handlers to return, it must not be called from one of
+// them (start a goroutine for it).
 func (f *Factory) StopInformer(inf Runner) bool {
 	f.mu.Lock()
 	var found *factoryEntry
@@ -349,7 +351,8 @@ func (f *Factory) StopInformer(inf Runner) bool {
 
 // Shutdown stops every informer of the factory and waits until all of
 // them have stopped. Afterwards InformerFor fails and Start does
-// nothing. Shutdown may be called more than once.
+// nothing. Shutdown may be called more than once, but not from a
+// handler, whose return it would wait for.
 func (f *Factory) Shutdown() {
 	f.mu.Lock()
 	f.shutdown = true
