@@ -1,0 +1,307 @@
+// Command informer measures the memory and sync time of a Pod informer,
+// Loom's or client-go's, fed by a replay server from a recorded corpus.
+// Each run measures one informer in its own process, so heaps never mix;
+// compare.sh alternates Loom and client-go runs and prints medians and
+// ratios.
+//
+//	go run . -record /tmp/corpus -pods 10000 -events 1000
+//	go run . -corpus /tmp/corpus -impl loom [-strip] [-watchlist]
+//	go run . -corpus /tmp/corpus -impl client-go [-strip] [-watchlist]
+//
+// What one run does, in order:
+//
+//  1. Memory-maps the corpus (off the Go heap) and starts the in-process
+//     replay server (server.go) on a loopback port; builds the client.
+//  2. runtime.GC() twice; base := HeapAlloc.
+//  3. Starts the informer, with one no-op-counting handler, and a sampler
+//     reading runtime/metrics every 1 ms (/memory/classes/heap/objects,
+//     i.e. HeapAlloc, live plus not yet swept garbage).
+//     sync = time from Start to HasSynced.
+//  4. Waits until the handler has seen every Pod and every recorded watch
+//     event; runtime.GC() twice; steady := HeapAlloc.
+//     heap/pod = (steady - base) / pods.
+//     peak-sync = max sample from Start to HasSynced - steady: the memory
+//     the initial sync needs above the cache it leaves.
+//  5. Forced relist: the server ends the held watch with a 410 ERROR
+//     event and serves a second snapshot in which every Pod changed. The
+//     sampler's max is reset; the relist is done when the handler has
+//     seen every Pod's new version. peak-relist = max sample - steady.
+//
+// Output is one line of key=value pairs.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	var (
+		recordDir  = flag.String("record", "", "write a corpus into this directory and exit")
+		pods       = flag.Int("pods", 10000, "with -record: number of Pods")
+		events     = flag.Int("events", 1000, "with -record: number of recorded watch events")
+		corpusDir  = flag.String("corpus", "", "recorded corpus to replay")
+		impl       = flag.String("impl", "loom", "loom or client-go")
+		strip      = flag.Bool("strip", false, "strip managedFields with a transform")
+		watchList  = flag.Bool("watchlist", false, "serve and use streaming lists (WatchList); else paginated lists")
+		jsonWire   = flag.Bool("json", false, "use JSON instead of protobuf")
+		memprofile = flag.String("memprofile", "", "write an inuse heap profile after sync to this file")
+		relist     = flag.Bool("relist", true, "measure a forced relist")
+	)
+	flag.Parse()
+	if *recordDir != "" {
+		if err := record(*recordDir, *pods, *events); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	if *corpusDir == "" {
+		fatal(fmt.Errorf("-corpus or -record is required"))
+	}
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist})
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Println(res)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "informer:", err)
+	os.Exit(1)
+}
+
+type runOptions struct {
+	corpus           string
+	impl             string
+	strip, watchList bool
+	json             bool
+	memprofile       string
+	relist           bool
+	timeout          time.Duration
+	keepInformer     func(pi podInformer) // tests: inspect the informer before it stops
+}
+
+// podInformer is what the driver needs of either informer.
+type podInformer interface {
+	start(ctx context.Context)
+	synced() bool
+	// rvs returns namespace/name → resourceVersion of every cached Pod.
+	rvs() map[string]string
+	managedFieldsCached() int // Pods that still carry managedFields
+}
+
+// counter is the handler both informers get: it counts Pods seen at each
+// stage (see stageOf).
+type counter struct {
+	added, events, relisted atomic.Int64
+	events0                 int
+}
+
+func (c *counter) add() { c.added.Add(1) }
+func (c *counter) update(newRV string) {
+	var rv int
+	fmt.Sscan(newRV, &rv)
+	switch {
+	case rv > listRVNum && rv <= listRVNum+c.events0:
+		c.events.Add(1)
+	case rv >= relistPodRV && rv < relistRVNum:
+		c.relisted.Add(1)
+	}
+}
+
+type result struct {
+	impl, mode    string
+	strip         bool
+	pods          int
+	syncTime      time.Duration
+	base, steady  uint64
+	peakSync      uint64
+	peakRelist    uint64
+	relistTime    time.Duration
+	allocSync     uint64
+	gcSync        uint64
+	cpuSync       time.Duration
+	serverLists   int
+	serverStreams int
+	refused       int
+}
+
+func (r result) String() string {
+	per := float64(int64(r.steady)-int64(r.base)) / float64(r.pods)
+	return fmt.Sprintf("impl=%s mode=%s strip=%v pods=%d sync_ms=%.1f heap_per_pod_B=%.0f steady_MB=%.2f base_MB=%.2f peak_sync_extra_MB=%.2f peak_relist_extra_MB=%.2f relist_ms=%.1f alloc_sync_MB=%.1f gc_sync=%d cpu_sync_ms=%.0f lists=%d streams=%d refused=%d",
+		r.impl, r.mode, r.strip, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mb(b uint64) float64        { return float64(b) / (1 << 20) }
+
+// sampler tracks the max of HeapAlloc-equivalent memory since reset.
+type sampler struct {
+	max  atomic.Uint64
+	stop chan struct{}
+	done chan struct{}
+}
+
+var sampleNames = []string{"/memory/classes/heap/objects:bytes", "/gc/heap/allocs:bytes", "/gc/cycles/total:gc-cycles"}
+
+func readMetrics() (heap, allocs, gcs uint64) {
+	s := make([]metrics.Sample, len(sampleNames))
+	for i, n := range sampleNames {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
+}
+
+func startSampler() *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		sm := []metrics.Sample{{Name: sampleNames[0]}}
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sm)
+			if v := sm[0].Value.Uint64(); v > s.max.Load() {
+				s.max.Store(v)
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// sample takes one more reading (so short phases are not missed) and
+// returns the max since the last reset.
+func (s *sampler) sample() uint64 {
+	h, _, _ := readMetrics()
+	if h > s.max.Load() {
+		s.max.Store(h)
+	}
+	return s.max.Load()
+}
+
+func (s *sampler) reset()  { s.max.Store(0) }
+func (s *sampler) finish() { close(s.stop); <-s.done }
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func waitFor(ctx context.Context, what string, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out waiting for %s", what)
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
+	return nil
+}
+
+func run(o runOptions) (result, error) {
+	c, err := load(o.corpus)
+	if err != nil {
+		return result{}, err
+	}
+	if o.timeout == 0 {
+		o.timeout = 2 * time.Minute
+	}
+	n, e := c.meta.Pods, c.meta.Events
+	srv := newServer(c, o.watchList)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+
+	cnt := &counter{events0: e}
+	var pi podInformer
+	switch o.impl {
+	case "loom":
+		pi, err = newLoom(ctx, srv.URL(), o, cnt)
+	case "client-go":
+		pi, err = newClientGo(srv.URL(), o, cnt)
+	default:
+		err = fmt.Errorf("unknown -impl %q", o.impl)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	mode := "list"
+	if o.watchList {
+		mode = "watchlist"
+	}
+	res := result{impl: o.impl, mode: mode, strip: o.strip, pods: n}
+
+	res.base = heapAfterGC()
+	smp := startSampler()
+	defer smp.finish()
+	_, alloc0, gc0 := readMetrics()
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	pi.start(runCtx)
+	if err := waitFor(ctx, "sync", pi.synced); err != nil {
+		return res, err
+	}
+	res.syncTime = time.Since(t0)
+	res.cpuSync = cpuTime() - cpu0
+	res.peakSync = smp.sample()
+	_, alloc1, gc1 := readMetrics()
+	res.allocSync, res.gcSync = alloc1-alloc0, gc1-gc0
+
+	if err := waitFor(ctx, "all Pods and watch events", func() bool {
+		return cnt.added.Load() >= int64(n) && cnt.events.Load() >= int64(e)
+	}); err != nil {
+		return res, err
+	}
+	res.steady = heapAfterGC()
+	if o.memprofile != "" {
+		f, err := os.Create(o.memprofile)
+		if err != nil {
+			return res, err
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			return res, err
+		}
+		f.Close()
+	}
+	if o.relist {
+		smp.reset()
+		t1 := time.Now()
+		srv.Relist()
+		if err := waitFor(ctx, "relist", func() bool { return cnt.relisted.Load() >= int64(n) }); err != nil {
+			return res, err
+		}
+		res.relistTime = time.Since(t1)
+		res.peakRelist = smp.sample()
+	}
+	st := srv.stats()
+	res.serverLists, res.serverStreams, res.refused = st.Lists, st.Streamed, st.Refused
+	if o.keepInformer != nil {
+		o.keepInformer(pi)
+	}
+	return res, nil
+}
