@@ -7,26 +7,6 @@ import (
 	"sort"
 	"testing"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
-	certificatesv1 "k8s.io/api/certificates/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	nodev1 "k8s.io/api/node/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
@@ -35,6 +15,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/randfill"
 
+	"github.com/loom-k8s/loom/internal/apischeme"
 	"github.com/loom-k8s/loom/internal/jsondec"
 )
 
@@ -53,16 +34,8 @@ func filler(seed int64) *randfill.Filler {
 
 func allTypes(t *testing.T) []reflect.Type {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, rbacv1.AddToScheme, networkingv1.AddToScheme,
-		policyv1.AddToScheme, storagev1.AddToScheme, coordinationv1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme,
-		admissionregistrationv1.AddToScheme, autoscalingv2.AddToScheme, certificatesv1.AddToScheme, schedulingv1.AddToScheme,
-		nodev1.AddToScheme, flowcontrolv1.AddToScheme, resourcev1.AddToScheme, admissionv1.AddToScheme,
-		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
+	if err := apischeme.AddToScheme(s); err != nil {
+		t.Fatal(err)
 	}
 	seen := map[reflect.Type]bool{}
 	var types []reflect.Type
