@@ -42,6 +42,15 @@ func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podIn
 	if o.strip {
 		opts.Transform = cache.StripManagedFields[*corev1.Pod]
 	}
+	if o.share {
+		sh := newSharer()
+		opts.Transform = func(p *corev1.Pod) (*corev1.Pod, error) {
+			if o.strip {
+				p.ManagedFields = nil
+			}
+			return sh.pod(p)
+		}
+	}
 	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), opts)
 	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.Pod]{
 		Add:    func(*corev1.Pod, bool) { cnt.add() },
@@ -97,10 +106,16 @@ func newClientGo(url string, o runOptions, cnt *counter) (podInformer, error) {
 	}
 	f := informers.NewSharedInformerFactory(cs, 0)
 	inf := f.Core().V1().Pods().Informer()
-	if o.strip {
+	if o.strip || o.share {
+		sh := newSharer()
 		if err := inf.SetTransform(func(obj any) (any, error) {
 			if p, ok := obj.(*corev1.Pod); ok {
-				p.ManagedFields = nil
+				if o.strip {
+					p.ManagedFields = nil
+				}
+				if o.share {
+					return sh.pod(p)
+				}
 			}
 			return obj, nil
 		}); err != nil {

@@ -61,8 +61,9 @@ func listRV() string       { return strconv.Itoa(listRVNum) }
 func finalRV(e int) string { return strconv.Itoa(listRVNum + e) }
 
 // templates is the number of workloads (Deployments) the Pods belong to;
-// replicas of one workload share their spec, as in real clusters.
-const templates = 50
+// replicas of one workload share their spec, as in real clusters. The
+// -templates flag of -record changes it.
+var templates = 50
 
 // podFor returns the i-th Pod of the corpus.
 func podFor(i int) *corev1.Pod {
@@ -238,7 +239,7 @@ func fileName(dir, media, what string) string {
 }
 
 // meta records the corpus size.
-type corpusMeta struct{ Pods, Events int }
+type corpusMeta struct{ Pods, Events, Templates int }
 
 func codecs() serializer.CodecFactory {
 	s := runtime.NewScheme()
@@ -354,7 +355,7 @@ func record(dir string, n, e int) error {
 			}
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, "meta"), fmt.Appendf(nil, "%d %d\n", n, e), 0o644)
+	return os.WriteFile(filepath.Join(dir, "meta"), fmt.Appendf(nil, "%d %d %d\n", n, e, templates), 0o644)
 }
 
 // corpus is a recorded corpus, memory-mapped (off the Go heap).
@@ -370,7 +371,7 @@ func load(dir string) (*corpus, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fmt.Sscan(string(m), &c.meta.Pods, &c.meta.Events); err != nil {
+	if _, err := fmt.Sscan(string(m), &c.meta.Pods, &c.meta.Events, &c.meta.Templates); err != nil {
 		return nil, err
 	}
 	ents, err := os.ReadDir(dir)

@@ -48,6 +48,7 @@ func main() {
 		recordDir  = flag.String("record", "", "write a corpus into this directory and exit")
 		pods       = flag.Int("pods", 10000, "with -record: number of Pods")
 		events     = flag.Int("events", 1000, "with -record: number of recorded watch events")
+		tmpls      = flag.Int("templates", 50, "with -record: number of workloads the Pods are replicas of")
 		corpusDir  = flag.String("corpus", "", "recorded corpus to replay")
 		impl       = flag.String("impl", "loom", "loom or client-go")
 		strip      = flag.Bool("strip", false, "strip managedFields with a transform")
@@ -55,9 +56,11 @@ func main() {
 		jsonWire   = flag.Bool("json", false, "use JSON instead of protobuf")
 		memprofile = flag.String("memprofile", "", "write an inuse heap profile after sync to this file")
 		relist     = flag.Bool("relist", true, "measure a forced relist")
+		share      = flag.Bool("share", false, "experiment: a Transform sharing identical parts between Pods (share.go)")
 	)
 	flag.Parse()
 	if *recordDir != "" {
+		templates = *tmpls
 		if err := record(*recordDir, *pods, *events); err != nil {
 			fatal(err)
 		}
@@ -66,7 +69,7 @@ func main() {
 	if *corpusDir == "" {
 		fatal(fmt.Errorf("-corpus or -record is required"))
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, share: *share})
 	if err != nil {
 		fatal(err)
 	}
@@ -85,6 +88,7 @@ type runOptions struct {
 	json             bool
 	memprofile       string
 	relist           bool
+	share            bool
 	timeout          time.Duration
 	keepInformer     func(pi podInformer) // tests: inspect the informer before it stops
 }
@@ -119,7 +123,7 @@ func (c *counter) update(newRV string) {
 
 type result struct {
 	impl, mode    string
-	strip         bool
+	strip, share  bool
 	pods          int
 	syncTime      time.Duration
 	base, steady  uint64
@@ -136,8 +140,8 @@ type result struct {
 
 func (r result) String() string {
 	per := float64(int64(r.steady)-int64(r.base)) / float64(r.pods)
-	return fmt.Sprintf("impl=%s mode=%s strip=%v pods=%d sync_ms=%.1f heap_per_pod_B=%.0f steady_MB=%.2f base_MB=%.2f peak_sync_extra_MB=%.2f peak_relist_extra_MB=%.2f relist_ms=%.1f alloc_sync_MB=%.1f gc_sync=%d cpu_sync_ms=%.0f lists=%d streams=%d refused=%d",
-		r.impl, r.mode, r.strip, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused)
+	return fmt.Sprintf("impl=%s mode=%s strip=%v share=%v pods=%d sync_ms=%.1f heap_per_pod_B=%.0f steady_MB=%.2f base_MB=%.2f peak_sync_extra_MB=%.2f peak_relist_extra_MB=%.2f relist_ms=%.1f alloc_sync_MB=%.1f gc_sync=%d cpu_sync_ms=%.0f lists=%d streams=%d refused=%d",
+		r.impl, r.mode, r.strip, r.share, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -252,7 +256,7 @@ func run(o runOptions) (result, error) {
 	if o.watchList {
 		mode = "watchlist"
 	}
-	res := result{impl: o.impl, mode: mode, strip: o.strip, pods: n}
+	res := result{impl: o.impl, mode: mode, strip: o.strip, share: o.share, pods: n}
 
 	res.base = heapAfterGC()
 	smp := startSampler()
