@@ -9,29 +9,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 
 	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/internal/cluster"
 	"github.com/loom-k8s/loom/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "discovery:", err)
-		os.Exit(1)
-	}
-}
+func main() { cluster.Main("discovery", testenv.Options{}, run) }
 
-func run(ctx context.Context) error {
-	conn, err := cluster.Connect(ctx, "discovery", os.Args[1:], testenv.Options{})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+func run(ctx context.Context, conn *cluster.Conn) error {
 
 	d := discovery.New(conn.REST, discovery.Options{})
 	v, err := d.ServerVersion(ctx)

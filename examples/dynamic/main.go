@@ -8,8 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,14 +21,7 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "dynamic:", err)
-		os.Exit(1)
-	}
-}
+func main() { cluster.Main("dynamic", testenv.Options{}, run) }
 
 var crd = &unstructured.Unstructured{Object: map[string]any{
 	"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -46,12 +37,7 @@ var crd = &unstructured.Unstructured{Object: map[string]any{
 	},
 }}
 
-func run(ctx context.Context) error {
-	conn, err := cluster.Connect(ctx, "dynamic", os.Args[1:], testenv.Options{})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+func run(ctx context.Context, conn *cluster.Conn) error {
 
 	// CRDs are not in k8s.io/api, so they too go through the dynamic client.
 	crds, err := client.For[unstructured.Unstructured](ctx, conn.REST, client.Options{Resource: client.Resource{

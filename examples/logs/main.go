@@ -12,8 +12,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,21 +22,9 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "logs:", err)
-		os.Exit(1)
-	}
-}
+func main() { cluster.Main("logs", testenv.Options{Controllers: true, Scheduler: true, Nodes: 1}, run) }
 
-func run(ctx context.Context) error {
-	conn, err := cluster.Connect(ctx, "logs", os.Args[1:], testenv.Options{Controllers: true, Scheduler: true, Nodes: 1})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+func run(ctx context.Context, conn *cluster.Conn) error {
 
 	pods, err := client.For[corev1.Pod](ctx, conn.REST, client.Options{})
 	if err != nil {

@@ -7,8 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,21 +18,9 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "scale:", err)
-		os.Exit(1)
-	}
-}
+func main() { cluster.Main("scale", testenv.Options{}, run) }
 
-func run(ctx context.Context) error {
-	conn, err := cluster.Connect(ctx, "scale", os.Args[1:], testenv.Options{})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+func run(ctx context.Context, conn *cluster.Conn) error {
 
 	deploys, err := client.For[appsv1.Deployment](ctx, conn.REST, client.Options{})
 	if err != nil {

@@ -7,8 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,21 +16,9 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "typed:", err)
-		os.Exit(1)
-	}
-}
+func main() { cluster.Main("typed", testenv.Options{}, run) }
 
-func run(ctx context.Context) error {
-	conn, err := cluster.Connect(ctx, "typed", os.Args[1:], testenv.Options{})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+func run(ctx context.Context, conn *cluster.Conn) error {
 
 	// One generic client per type; no generated code.
 	cms, err := client.For[corev1.ConfigMap](ctx, conn.REST, client.Options{})

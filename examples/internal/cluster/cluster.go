@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/rest"
@@ -68,4 +69,24 @@ func Connect(ctx context.Context, name string, args []string, localOpts testenv.
 		ns = "default"
 	}
 	return &Conn{REST: rc, Config: cfg, Namespace: ns, Local: local, Close: closeFn}, nil
+}
+
+// Main is an example's main: it connects (Connect with os.Args), runs run
+// until it returns or Ctrl-C, closes the connection, and exits 1 with the
+// error printed if run failed.
+func Main(name string, localOpts testenv.Options, run func(ctx context.Context, conn *Conn) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := func() error {
+		conn, err := Connect(ctx, name, os.Args[1:], localOpts)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		return run(ctx, conn)
+	}()
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
 }
