@@ -13,7 +13,7 @@ import (
 // "WatchList" runs list (the gate is off from the first run); Loom streams.
 func TestInformersAgree(t *testing.T) {
 	dir := t.TempDir()
-	const n, e = 600, 50
+	const n, e = 400, 40
 	if err := record(dir, n, e); err != nil {
 		t.Fatal(err)
 	}
@@ -24,6 +24,9 @@ func TestInformersAgree(t *testing.T) {
 	}
 	for _, watchList := range []bool{false, true} {
 		for _, strip := range []bool{false, true} {
+			if watchList && strip {
+				continue // keep the test short: the transform is covered in list mode
+			}
 			for _, impl := range []string{"loom", "client-go"} {
 				var got map[string]string
 				var mf int
