@@ -278,39 +278,44 @@ func (f *field) setElem(t reflect.Type, wire string, building map[reflect.Type]*
 // Unmarshal decodes the protobuf message data into v, which must be a
 // pointer to a struct type for which [Supported] is true. The struct should
 // be zero; fields present in data are set (repeated fields are appended).
-// Strings in the result share one copy of data (each element of a
-// top-level repeated message, such as a list's Items, has its own copy);
-// data itself is not retained.
+// Strings in the result are copied into a few shared blocks of at most
+// maxBlock bytes (each element of a top-level repeated message, such as
+// a list's Items, has blocks of its own); data itself is not retained, nor
+// are the bytes of non-string fields.
 func Unmarshal(data []byte, v any) error {
 	_, err := unmarshal(data, v)
 	return err
 }
 
-// unmarshal is Unmarshal that also reports how many string copies it made.
+// unmarshal is Unmarshal that also reports how many string blocks it made.
 func unmarshal(data []byte, v any) (int, error) {
+	n, _, err := unmarshalStats(data, v)
+	return n, err
+}
+
+// unmarshalStats is Unmarshal that also reports how many string blocks it
+// made and their total size.
+func unmarshalStats(data []byte, v any) (blocks, bytes int, _ error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return 0, fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
+		return 0, 0, fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
 	}
 	p := planFor(rv.Type().Elem())
 	if p.failed != nil {
-		return 0, p.failed
+		return 0, 0, p.failed
 	}
 	d := decoder{data: data, root: p}
-	if len(data) > 0 {
-		d.s = string(data)
-		d.arenas = 1
-	}
 	err := d.message(p, data, rv.UnsafePointer())
-	return d.arenas, err
+	return d.arenas, d.arenaBytes, err
 }
 
 type decoder struct {
-	data []byte
-	s    string // one copy of data; strings are substrings of it
-	root *plan
+	data  []byte
+	arena []byte // the current block strings are copied into
+	root  *plan
 
-	arenas int // string copies made (tests)
+	arenas     int // string blocks allocated (tests)
+	arenaBytes int // their total size (tests)
 
 	// Scratch space for map entries with non-string values: the map
 	// copies key and value on insert.
@@ -319,13 +324,36 @@ type decoder struct {
 	scratch     reflect.Value
 }
 
-// str returns b, a sub-slice of d.data, as a substring of d.s.
+// Strings are copied into blocks that start at firstBlock bytes and double
+// up to maxBlock. Copying only the string bytes (not the whole message,
+// whose tags, numbers and bytes fields an informer would otherwise keep
+// alive for as long as it caches the object) into a few growing blocks
+// keeps both the allocations and the unused space small; a block is
+// never larger than what is left of the message.
+const (
+	firstBlock = 512
+	maxBlock   = 4096
+)
+
+// str returns a string copy of b, a sub-slice of d.data, taken from the
+// current block (a new block when it is full). Blocks are only appended
+// to, so strings made from them never change.
 func (d *decoder) str(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(d.data)))
-	return d.s[off : off+uintptr(len(b))]
+	if cap(d.arena)-len(d.arena) < len(b) {
+		// What is left of the message bounds the strings still to come.
+		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(d.data))))
+		next := min(max(2*cap(d.arena), firstBlock), maxBlock)
+		size := max(len(b), min(next, len(d.data)-off))
+		d.arena = make([]byte, 0, size)
+		d.arenas++
+		d.arenaBytes += size
+	}
+	n := len(d.arena)
+	d.arena = append(d.arena, b...)
+	return unsafe.String(&d.arena[n], len(b))
 }
 
 func varint(b []byte) (uint64, int, error) {
@@ -621,11 +649,12 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt,
 	ep := d.grow(f, h, esize, 1)
 	if p == d.root && f.kind == kMessage && wt == 2 && len(data) > 0 {
 		// Each element of a top-level repeated message (the Items of a
-		// list) gets its own string copy, so that keeping one item does
-		// not keep the whole list's bytes alive.
-		sub := decoder{data: data, s: string(data), root: d.root}
+		// list) gets string blocks of its own, so that keeping one item
+		// does not keep other items' strings alive.
+		sub := decoder{data: data, root: d.root}
 		err := sub.message(f.sub, data, ep)
-		d.arenas += 1 + sub.arenas
+		d.arenas += sub.arenas
+		d.arenaBytes += sub.arenaBytes
 		return err
 	}
 	return d.value(p, num, f, ep, wt, val, data)

@@ -78,8 +78,8 @@ func examplePod() *corev1.Pod {
 	}
 }
 
-// TestListItemsHaveTheirOwnStrings checks that each item of a list is
-// backed by its own copy of its bytes.
+// TestListItemsHaveTheirOwnStrings checks that each item of a list has
+// string blocks of its own.
 func TestListItemsHaveTheirOwnStrings(t *testing.T) {
 	list := corev1.PodList{Items: []corev1.Pod{*examplePod(), *examplePod(), *examplePod()}}
 	data, _ := list.Marshal()
@@ -88,12 +88,36 @@ func TestListItemsHaveTheirOwnStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 4 || len(got.Items) != 3 || got.Items[2].Name != "web-1" {
-		t.Fatalf("%d string copies for a list of %d, want 1 + 3", n, len(got.Items))
+	if n != 3 || len(got.Items) != 3 || got.Items[2].Name != "web-1" {
+		t.Fatalf("%d string blocks for a list of %d (with no strings of its own), want 3", n, len(got.Items))
 	}
 	pd, _ := examplePod().Marshal()
 	var pod corev1.Pod
 	if n, err := unmarshal(pd, &pod); err != nil || n != 1 {
-		t.Fatalf("a Pod made %d copies (%v), want 1", n, err)
+		t.Fatalf("a Pod made %d blocks (%v), want 1", n, err)
+	}
+}
+
+// TestOnlyStringsAreKept checks that decoding keeps the bytes of string
+// fields, not the whole message: a Pod with large managedFields (bytes)
+// keeps string blocks far smaller than its encoding.
+func TestOnlyStringsAreKept(t *testing.T) {
+	pod := examplePod()
+	big := make([]byte, 16<<10)
+	for i := range big {
+		big[i] = 'x'
+	}
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: &metav1.FieldsV1{Raw: big}}}
+	data, _ := pod.Marshal()
+	var got corev1.Pod
+	blocks, size, err := unmarshalStats(data, &got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size > 1024 || blocks != 1 {
+		t.Fatalf("%d blocks of %d bytes kept for a %d-byte Pod with %d bytes of strings", blocks, size, len(data), 150)
+	}
+	if len(got.ManagedFields[0].FieldsV1.Raw) != len(big) {
+		t.Fatal("managedFields lost")
 	}
 }
