@@ -48,9 +48,6 @@ var ErrNotObject = errors.New("jsondec: value is not a JSON object")
 // Object parses data, which must hold one JSON object, into a map.
 func Object(data []byte) (map[string]interface{}, error) {
 	p := parser{data: data}
-	if len(data) > 0 {
-		p.s = string(data)
-	}
 	p.skipSpace()
 	if p.i >= len(p.data) {
 		return nil, p.errf("unexpected end of input")
@@ -76,12 +73,48 @@ func Object(data []byte) (map[string]interface{}, error) {
 }
 
 type parser struct {
-	data []byte
-	s    string
-	i    int
-	key  string // scratch for map keys of named string types
+	data  []byte
+	arena []byte // the current block strings are copied into
+	i     int
+	key   string // scratch for map keys of named string types
 
-	arenas int // string copies made (tests)
+	arenas int // string blocks allocated (tests)
+}
+
+// Strings are copied into blocks that start at firstBlock bytes and double
+// up to maxBlock, never larger than what is left of the input. Copying only
+// string bytes, rather than keeping one copy of the whole JSON text, keeps
+// a cached object from holding its keys' quotes, punctuation and numbers.
+const (
+	firstBlock = 512
+	maxBlock   = 4096
+)
+
+// keep returns a string copy of b, a sub-slice of p.data, from the
+// current block (a new one when it is full). Blocks are only appended to,
+// so the strings never change.
+func (p *parser) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(p.arena)-len(p.arena) < len(b) {
+		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(p.data))))
+		next := min(max(2*cap(p.arena), firstBlock), maxBlock)
+		p.arena = make([]byte, 0, max(len(b), min(next, len(p.data)-off)))
+		p.arenas++
+	}
+	n := len(p.arena)
+	p.arena = append(p.arena, b...)
+	return unsafe.String(&p.arena[n], len(b))
+}
+
+// view returns p.data[start:end] as a string without copying, for values
+// that are parsed and dropped (numbers); it must not be kept.
+func (p *parser) view(start, end int) string {
+	if start == end {
+		return ""
+	}
+	return unsafe.String(&p.data[start], end-start)
 }
 
 func (p *parser) errf(format string, args ...any) error {
@@ -231,7 +264,7 @@ func (p *parser) str() (string, error) {
 		c := p.data[p.i]
 		switch {
 		case c == '"':
-			s := p.s[start:p.i]
+			s := p.keep(p.data[start:p.i])
 			p.i++
 			return s, nil
 		case c == '\\' || c >= utf8.RuneSelf:
@@ -350,8 +383,8 @@ func (p *parser) number() (interface{}, error) {
 	if err := p.scanNumber(); err != nil {
 		return nil, err
 	}
-	isInt := strings.IndexByte(p.s[start:p.i], '.') < 0
-	s := p.s[start:p.i]
+	s := p.view(start, p.i)
+	isInt := strings.IndexByte(s, '.') < 0
 	if isInt {
 		// Without a '.', an integer that fits int64 stays an integer (an
 		// exponent makes ParseInt fail, so "1e3" is a float, as upstream).

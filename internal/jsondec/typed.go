@@ -245,10 +245,6 @@ func decode(data []byte, v any) (arenas int, err error) {
 		return 0, pl.failed
 	}
 	p := parser{data: data}
-	if len(data) > 0 {
-		p.s = string(data)
-		p.arenas = 1
-	}
 	if err := p.into(pl, rv.UnsafePointer(), 0); err != nil {
 		return p.arenas, err
 	}
@@ -430,7 +426,7 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		if err := p.scanNumber(); err != nil {
 			return err
 		}
-		return p.setNumber(pl, ptr, p.s[start:p.i], start)
+		return p.setNumber(pl, ptr, p.view(start, p.i), start)
 	case tIface:
 		v, err := p.value(depth)
 		if err != nil {
@@ -599,16 +595,16 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		ep := unsafe.Add(h.data, uintptr(h.len)*esize)
 		h.len++
 		if depth == 1 && pl.elem.kind == tStruct {
-			// An item of a top-level list: its own string copy.
+			// An item of a top-level list: string blocks of its own.
 			raw, err := p.skipValue(depth + 1)
 			if err != nil {
 				return err
 			}
-			sub := parser{data: raw, s: string(raw)}
+			sub := parser{data: raw}
 			if err := sub.into(pl.elem, ep, depth+1); err != nil {
 				return err
 			}
-			p.arenas += 1 + sub.arenas
+			p.arenas += sub.arenas
 		} else if err := p.into(pl.elem, ep, depth+1); err != nil {
 			return err
 		}

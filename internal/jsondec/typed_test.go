@@ -104,8 +104,8 @@ func FuzzTypedMatchesReference(f *testing.F) {
 	})
 }
 
-// TestListItemsHaveTheirOwnStrings checks that each item of a list is
-// backed by its own copy of its bytes.
+// TestListItemsHaveTheirOwnStrings checks that each item of a list has
+// string blocks of its own (the list's own strings take one more).
 func TestListItemsHaveTheirOwnStrings(t *testing.T) {
 	list := corev1.PodList{Items: []corev1.Pod{*examplePod(), *examplePod(), *examplePod()}}
 	data, _ := json.Marshal(&list)
@@ -115,11 +115,11 @@ func TestListItemsHaveTheirOwnStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n != 4 || len(got.Items) != 3 || got.Items[2].Name != "web-12345" {
-		t.Fatalf("%d string copies for a list of %d, want 1 + 3", n, len(got.Items))
+		t.Fatalf("%d string blocks for a list of %d, want 1 + 3", n, len(got.Items))
 	}
 	var pod corev1.Pod
 	if n, err := decode(mustJSON(examplePod()), &pod); err != nil || n != 1 {
-		t.Fatalf("a Pod made %d copies (%v), want 1", n, err)
+		t.Fatalf("a Pod made %d blocks (%v), want 1", n, err)
 	}
 }
 
