@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/workqueue"
 )
 
@@ -54,7 +55,7 @@ type Controller struct {
 	queue *workqueue.Queue[Request]
 
 	mu      sync.Mutex
-	synced  []func() bool // sources' HasSynced
+	synced  []cache.Syncer // the sources' handler registrations
 	started bool
 	ids     atomic.Uint64
 }
@@ -82,23 +83,22 @@ func (c *Controller) Name() string { return c.name }
 // times before a worker takes them are reconciled once.
 func (c *Controller) Enqueue(req Request) { c.queue.Add(req) }
 
-// addSource records a source's HasSynced; Start waits for all of them.
-func (c *Controller) addSource(hasSynced func() bool) error {
+// addSource records a source's registration; Start waits for all of them.
+func (c *Controller) addSource(s cache.Syncer) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
 		return fmt.Errorf("controller %s: sources must be added before Start", c.name)
 	}
-	c.synced = append(c.synced, hasSynced)
+	c.synced = append(c.synced, s)
 	return nil
 }
 
-// ErrNotSynced is returned by Start when ctx ends before every source
-// synced.
-var ErrNotSynced = errors.New("sources did not sync")
-
 // Start waits until every source has delivered its initial list, then runs
-// the workers until ctx ends. It then stops taking keys, waits for the
+// the workers until ctx ends. If a source cannot sync (its informer was
+// refused with Forbidden or Unauthorized, or its resource does not exist),
+// Start returns the cache.SyncError naming it at once, instead of waiting
+// forever. It then stops taking keys, waits for the
 // reconciles in progress (whose contexts are cancelled) and returns nil.
 // A controller starts once.
 func (c *Controller) Start(ctx context.Context) error {
@@ -108,11 +108,14 @@ func (c *Controller) Start(ctx context.Context) error {
 		return fmt.Errorf("controller %s: started twice", c.name)
 	}
 	c.started = true
-	synced := append([]func() bool(nil), c.synced...)
+	synced := append([]cache.Syncer(nil), c.synced...)
 	c.mu.Unlock()
 
 	defer c.queue.ShutDown()
-	if err := waitSynced(ctx, synced); err != nil {
+	if err := cache.WaitForCacheSync(ctx, synced...); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the sources synced
+		}
 		return fmt.Errorf("controller %s: %w", c.name, err)
 	}
 	c.log.Info("starting workers", "workers", c.opts.Workers)
@@ -130,26 +133,6 @@ func (c *Controller) Start(ctx context.Context) error {
 	wg.Wait()
 	c.log.Info("stopped")
 	return nil
-}
-
-// waitSynced polls the sources' HasSynced until all are true or ctx ends.
-func waitSynced(ctx context.Context, synced []func() bool) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		all := true
-		for _, s := range synced {
-			all = all && s()
-		}
-		if all {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ErrNotSynced
-		case <-t.C:
-		}
-	}
 }
 
 // next reconciles one key; false when the queue has shut down.

@@ -102,5 +102,5 @@ func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], mapFn fu
 	if err != nil {
 		return fmt.Errorf("controller %s: %w", c.name, err)
 	}
-	return c.addSource(reg.HasSynced)
+	return c.addSource(reg)
 }

@@ -1,0 +1,66 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/controller"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+)
+
+// TestStartFailsFastWhenASourceIsForbidden: a controller whose informer
+// is refused by RBAC returns a typed error naming the informer, at once,
+// rather than waiting for a sync that never comes.
+func TestStartFailsFastWhenASourceIsForbidden(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	kc, err := env.UserKubeconfig("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(config.LoadOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	f := cache.NewFactory(cache.FactoryOptions{REST: rc})
+	defer f.Shutdown()
+	pods, err := cache.InformerFor[corev1.Pod](ctx, f, cache.InformerForOptions[*corev1.Pod]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := controller.New("forbidden", controller.ReconcilerFunc(func(context.Context, controller.Request) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), controller.Options{})
+	if err := controller.For(c, pods); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx)
+	err = c.Start(ctx) // returns long before the five-minute context ends
+	var se *cache.SyncError
+	if !errors.As(err, &se) || !apierrors.IsForbidden(err) {
+		t.Fatalf("Start: %v; want a cache.SyncError that is Forbidden", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Start waited for the context instead of failing fast")
+	}
+}
