@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // leaderWork is a runnable that needs leadership and counts how many
@@ -136,5 +139,28 @@ func TestPanickingReconcilerDoesNotKillTheManager(t *testing.T) {
 	cancel()
 	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+}
+
+func TestCachedClientReadsItsWrites(t *testing.T) {
+	mgr, err := manager.New(cfg(t), manager.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := manager.CachedClientFor[corev1.ConfigMap](t.Context(), mgr, cache.CachedClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	cm, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "default"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := cc.Get(ctx, "default", "mine")
+	if err != nil || !ok || got.ResourceVersion != cm.ResourceVersion {
+		t.Fatalf("read after create: %v %v %v", got, ok, err)
 	}
 }

@@ -344,3 +344,23 @@ func (m *Manager) ready(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprintln(w, "ok")
 }
+
+// CachedClientFor returns a client for objects of type E that writes to the
+// API server and reads from the manager's shared informer for E, reading
+// its own writes (see cache.CachedClient). Its name says what it is: reads
+// come from the cache. The informer starts with the manager (or call
+// mgr.Factory().Start again if the manager runs already).
+func CachedClientFor[E any, T interface {
+	*E
+	client.Object
+}](ctx context.Context, m *Manager, opts cache.CachedClientOptions) (*cache.CachedClient[T], error) {
+	live, err := client.For[E, T](ctx, m.rc, client.Options{Scheme: m.opts.Scheme, Mapper: m.opts.Mapper})
+	if err != nil {
+		return nil, err
+	}
+	inf, err := cache.InformerFor[E, T](ctx, m.factory, cache.InformerForOptions[T]{})
+	if err != nil {
+		return nil, err
+	}
+	return cache.NewCachedClient(live, inf, opts)
+}

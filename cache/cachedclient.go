@@ -1,0 +1,201 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/client"
+)
+
+// CachedClientOptions configure [NewCachedClient]. The zero value is valid.
+type CachedClientOptions struct {
+	// Wait bounds how long a read waits for the cache to catch up with
+	// this client's own writes. Zero means five seconds.
+	Wait time.Duration
+}
+
+// ErrStaleCache is returned (wrapped in a *StaleCacheError) when the cache
+// has not caught up with a write of this client within the wait.
+var ErrStaleCache = errors.New("cache has not caught up with this client's write")
+
+// StaleCacheError names the object and the resourceVersion the read waited
+// for.
+type StaleCacheError struct {
+	Key             string
+	ResourceVersion string // written; "" for a delete
+	Waited          time.Duration
+}
+
+func (e *StaleCacheError) Error() string {
+	what := "the delete"
+	if e.ResourceVersion != "" {
+		what = "resourceVersion " + e.ResourceVersion
+	}
+	return fmt.Sprintf("cache: %s: cache has not seen %s after %s", e.Key, what, e.Waited)
+}
+
+func (e *StaleCacheError) Unwrap() error { return ErrStaleCache }
+
+// CachedClient writes through a live client and reads from an informer's
+// cache, with one promise the two alone do not give: a read of an object
+// this client wrote returns the write or something newer. A read that
+// would return an older state waits (up to Options.Wait) for the informer
+// to deliver the write, and fails with a *StaleCacheError rather than
+// returning stale data.
+//
+// Reads of objects this client has not written are plain cache reads and
+// may lag the server, as every cache read does. The promise relies on
+// resourceVersions of one resource increasing with each write, which
+// kube-apiserver backed by etcd guarantees.
+//
+// Objects returned by reads are shared with the cache: do not change them.
+// A CachedClient is safe for concurrent use.
+type CachedClient[T client.Object] struct {
+	live *client.Client[T]
+	inf  *Informer[T]
+	wait time.Duration
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every cache change
+	written map[string]written
+}
+
+type written struct {
+	rv      uint64 // 0 for a delete
+	deleted bool
+}
+
+// NewCachedClient returns a CachedClient over live (for writes) and inf
+// (for reads); inf should list and watch what live writes.
+func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], opts CachedClientOptions) (*CachedClient[T], error) {
+	if opts.Wait <= 0 {
+		opts.Wait = 5 * time.Second
+	}
+	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, changed: make(chan struct{}), written: map[string]written{}}
+	poke := func(T) { c.poke() }
+	if _, err := inf.AddHandler(HandlerFuncs[T]{
+		Add:    func(o T, _ bool) { poke(o) },
+		Update: func(_, o T) { poke(o) },
+		Delete: func(o T, _ bool) { poke(o) },
+	}, HandlerOptions{ResyncPeriod: -1}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *CachedClient[T]) poke() {
+	c.mu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func key(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// record notes a write of this client.
+func (c *CachedClient[T]) record(obj T) {
+	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return // not an etcd-backed server: no promise to keep
+	}
+	k := key(obj.GetNamespace(), obj.GetName())
+	c.mu.Lock()
+	if w, ok := c.written[k]; !ok || w.deleted || rv > w.rv {
+		c.written[k] = written{rv: rv}
+	}
+	c.mu.Unlock()
+}
+
+// Create creates obj on the server.
+func (c *CachedClient[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	out, err := c.live.Create(ctx, obj, opts)
+	if err == nil {
+		c.record(out)
+	}
+	return out, err
+}
+
+// Update updates obj on the server.
+func (c *CachedClient[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	out, err := c.live.Update(ctx, obj, opts)
+	if err == nil {
+		c.record(out)
+	}
+	return out, err
+}
+
+// UpdateStatus updates obj's status on the server.
+func (c *CachedClient[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	out, err := c.live.UpdateStatus(ctx, obj, opts)
+	if err == nil {
+		c.record(out)
+	}
+	return out, err
+}
+
+// Delete deletes the named object (namespace "" for cluster-scoped) on the
+// server; later reads wait until the cache no longer has it.
+func (c *CachedClient[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	if err := c.live.Namespace(namespace).Delete(ctx, name, opts); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.written[key(namespace, name)] = written{deleted: true}
+	c.mu.Unlock()
+	return nil
+}
+
+// Get reads the named object from the cache, after waiting for the cache
+// to hold this client's last write of it, if any. ok is false when the
+// cache does not have the object.
+func (c *CachedClient[T]) Get(ctx context.Context, namespace, name string) (obj T, ok bool, err error) {
+	k := key(namespace, name)
+	ctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	start := time.Now()
+	for {
+		c.mu.Lock()
+		w, wrote := c.written[k]
+		changed := c.changed
+		c.mu.Unlock()
+		obj, ok = c.inf.Lister().Namespace(namespace).Get(name)
+		if !wrote || fresh(w, obj, ok) {
+			return obj, ok, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			var zero T
+			rv := ""
+			if !w.deleted {
+				rv = strconv.FormatUint(w.rv, 10)
+			}
+			return zero, false, &StaleCacheError{Key: k, ResourceVersion: rv, Waited: time.Since(start)}
+		}
+	}
+}
+
+// fresh reports whether the cached state includes the write w.
+func fresh[T client.Object](w written, obj T, ok bool) bool {
+	if w.deleted {
+		return !ok
+	}
+	if !ok {
+		// Not there yet. (If someone else deleted it since, the read waits
+		// and then fails: the client cannot tell the two apart.)
+		return false
+	}
+	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	return err == nil && rv >= w.rv
+}

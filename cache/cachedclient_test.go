@@ -1,0 +1,94 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/testenv"
+)
+
+// TestReadYourWrites: 1,000 update-then-cached-read pairs; every read
+// returns at least the resourceVersion just written.
+func TestReadYourWrites(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	rc := restFor(t, env)
+	ctx := t.Context()
+	live, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	live = live.Namespace("default")
+	inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{})
+	cc, err := cache.NewCachedClient(live, inf, cache.CachedClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ictx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = inf.Start(ictx) })
+	defer func() { stop(); wg.Wait() }()
+	if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+		t.Fatal(err)
+	}
+
+	cm, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ryw", Namespace: "default"}, Data: map[string]string{"n": "0"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := 0 // reads a plain lister would have got wrong
+	for i := 1; i <= 1000; i++ {
+		next := cm.DeepCopy()
+		next.Data["n"] = strconv.Itoa(i)
+		if cm, err = cc.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if plain, ok := inf.Lister().Namespace("default").Get("ryw"); !ok || plain.ResourceVersion != cm.ResourceVersion {
+			stale++
+		}
+		got, ok, err := cc.Get(ctx, "default", "ryw")
+		if err != nil || !ok {
+			t.Fatalf("read %d: %v, %v", i, ok, err)
+		}
+		if got.Data["n"] != strconv.Itoa(i) || got.ResourceVersion != cm.ResourceVersion {
+			t.Fatalf("read %d after write %s got n=%s at %s", i, cm.ResourceVersion, got.Data["n"], got.ResourceVersion)
+		}
+	}
+	t.Logf("1000 update-then-read pairs held; a plain cache read right after the write was stale %d times", stale)
+
+	if err := cc.Delete(ctx, "default", "ryw", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := cc.Get(ctx, "default", "ryw"); ok || err != nil {
+		t.Fatalf("read after delete: ok=%v err=%v", ok, err)
+	}
+}
+
+// TestReadYourWritesFailsRatherThanLies: with the informer stopped, a read
+// after a write returns a StaleCacheError, not the old object.
+func TestReadYourWritesFailsRatherThanLies(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	rc := restFor(t, env)
+	ctx := t.Context()
+	live, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	live = live.Namespace("default")
+	inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{})
+	cc, err := cache.NewCachedClient(live, inf, cache.CachedClientOptions{Wait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The informer never runs: its cache stays empty.
+	if _, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, ok, err := cc.Get(ctx, "default", "lonely")
+	var se *cache.StaleCacheError
+	if ok || !errors.As(err, &se) || !errors.Is(err, cache.ErrStaleCache) || se.Key != "default/lonely" {
+		t.Fatalf("got ok=%v err=%v; want a StaleCacheError for default/lonely", ok, err)
+	}
+}
