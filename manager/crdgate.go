@@ -1,0 +1,185 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+)
+
+// crdResource is where CustomResourceDefinitions live.
+var crdResource = client.Resource{
+	Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+	Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+}
+
+// GateState says what a CRD gate is doing.
+type GateState string
+
+const (
+	// GateWaiting: the CRD is not installed or not Established yet; the
+	// gated runnable is not running (idle, not failing).
+	GateWaiting GateState = "Waiting"
+	// GateRunning: the CRD is Established and the gated runnable runs.
+	GateRunning GateState = "Running"
+)
+
+// CRDGate runs a runnable only while a CustomResourceDefinition exists and
+// is Established: a controller for a custom resource waits quietly for its
+// CRD to be installed, starts when it is, and stops cleanly (informers
+// included) when it is deleted, then waits again. Create it with
+// WhenCRDEstablished and add it to a Manager.
+type CRDGate struct {
+	m     *Manager
+	name  string
+	build func(ctx context.Context, f *cache.Factory) (Runnable, error)
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	state GateState
+	runs  int
+}
+
+// WhenCRDEstablished returns a gate for the CRD named crd (such as
+// "widgets.example.com"). Each time the CRD becomes Established, build is
+// called with a fresh informer factory (with the manager's options) to
+// make the runnable, usually a controller with its informers; the gate
+// starts the factory and the runnable, and when the CRD goes away cancels
+// the runnable and shuts the factory down. Only the leader runs it.
+func WhenCRDEstablished(m *Manager, crd string, build func(ctx context.Context, f *cache.Factory) (Runnable, error)) *CRDGate {
+	return &CRDGate{m: m, name: crd, build: build, log: m.log.With("crd", crd), state: GateWaiting}
+}
+
+// State reports whether the gated runnable runs.
+func (g *CRDGate) State() GateState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state
+}
+
+// Runs counts how many times the gated runnable has been started.
+func (g *CRDGate) Runs() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.runs
+}
+
+// NeedLeaderElection reports that the gate runs on the leader only.
+func (g *CRDGate) NeedLeaderElection() bool { return true }
+
+// Start watches the CRD and runs the gated runnable while it is
+// Established, until ctx ends.
+func (g *CRDGate) Start(ctx context.Context) error {
+	crds, err := client.For[unstructured.Unstructured](ctx, g.m.rc, client.Options{Resource: crdResource})
+	if err != nil {
+		return err
+	}
+	inf := cache.NewInformer(cache.ListWatch(crds, cache.ListWatchOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", g.name).String(),
+	}), cache.InformerOptions[*unstructured.Unstructured]{Name: "crd " + g.name, Logger: g.m.log})
+	changed := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*unstructured.Unstructured]{
+		Add:    func(*unstructured.Unstructured, bool) { poke() },
+		Update: func(_, _ *unstructured.Unstructured) { poke() },
+		Delete: func(*unstructured.Unstructured, bool) { poke() },
+	}, cache.HandlerOptions{ResyncPeriod: -1}); err != nil {
+		return err
+	}
+	var iwg sync.WaitGroup
+	iwg.Go(func() { _ = inf.Start(ctx) })
+	defer iwg.Wait()
+
+	var stopChild context.CancelFunc
+	var childDone chan error
+	stop := func() {
+		if stopChild == nil {
+			return
+		}
+		stopChild()
+		if err := <-childDone; err != nil {
+			g.log.Error("gated runnable failed", "err", err)
+		}
+		stopChild, childDone = nil, nil
+		g.setState(GateWaiting)
+		g.log.Info("CRD gone: controller idle until it is installed again")
+	}
+	defer stop()
+	g.log.Info("waiting for the CRD to be Established")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case err := <-childDone: // nil channel while nothing runs
+			// The runnable ended by itself, for example because the
+			// resource was not served yet right after Established: try
+			// again shortly.
+			g.log.Warn("gated runnable stopped; starting it again", "err", err)
+			stopChild, childDone = nil, nil
+			g.setState(GateWaiting)
+			time.AfterFunc(time.Second, poke)
+			continue
+		}
+		crd, ok := inf.Lister().Get(g.name)
+		established := ok && crd.GetDeletionTimestamp() == nil && isEstablished(crd)
+		switch {
+		case established && stopChild == nil:
+			cctx, cancel := context.WithCancel(ctx)
+			f := cache.NewFactory(cache.FactoryOptions{
+				REST: g.m.rc, Client: client.Options{Scheme: g.m.opts.Scheme, Mapper: g.m.opts.Mapper},
+				Namespace: g.m.opts.Namespace, Resync: g.m.opts.Resync, Logger: g.m.log,
+			})
+			r, err := g.build(cctx, f)
+			if err != nil {
+				cancel()
+				f.Shutdown()
+				return fmt.Errorf("manager: CRD gate %s: build: %w", g.name, err)
+			}
+			f.Start(cctx)
+			stopChild, childDone = cancel, make(chan error, 1)
+			go func() {
+				err := r.Start(cctx)
+				f.Shutdown()
+				childDone <- err
+			}()
+			g.mu.Lock()
+			g.state, g.runs = GateRunning, g.runs+1
+			g.mu.Unlock()
+			g.log.Info("CRD Established: controller started")
+		case !established && stopChild != nil:
+			stop()
+		}
+	}
+}
+
+func (g *CRDGate) setState(s GateState) {
+	g.mu.Lock()
+	g.state = s
+	g.mu.Unlock()
+}
+
+// isEstablished reports whether a CRD's Established condition is True.
+func isEstablished(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
