@@ -182,4 +182,3 @@ func isEstablished(crd *unstructured.Unstructured) bool {
 	}
 	return false
 }
-
