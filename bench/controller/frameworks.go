@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/controller"
+	"github.com/loom-k8s/loom/manager"
+)
+
+// stampKey is the annotation the writer sets to the time it sent an update
+// (Unix nanoseconds).
+const stampKey = "bench.loom.dev/sent"
+
+// recorder is the trivial reconciler's state, the same for both
+// frameworks: it counts reconciles, remembers which keys it has seen, and
+// records event → reconcile-start latency once per new stamp of a key.
+type recorder struct {
+	reconciles atomic.Int64
+	mu         sync.Mutex
+	last       map[string]int64 // key → last stamp seen
+	lat        []time.Duration
+	recording  bool
+}
+
+func newRecorder() *recorder { return &recorder{last: map[string]int64{}} }
+
+// observe is called at reconcile start with the object read from the cache
+// (ok false: not in the cache).
+func (r *recorder) observe(key string, ann map[string]string, ok bool) {
+	now := time.Now()
+	r.reconciles.Add(1)
+	var stamp int64
+	if ok {
+		if s, has := ann[stampKey]; has {
+			stamp, _ = strconv.ParseInt(s, 10, 64)
+		}
+	}
+	r.mu.Lock()
+	prev, seen := r.last[key]
+	if !seen || prev != stamp {
+		r.last[key] = stamp
+		if seen && stamp != 0 && r.recording {
+			r.lat = append(r.lat, now.Sub(time.Unix(0, stamp)))
+		}
+	}
+	r.mu.Unlock()
+}
+
+func (r *recorder) keys() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.last)
+}
+
+func (r *recorder) setRecording(on bool) {
+	r.mu.Lock()
+	r.recording = on
+	r.mu.Unlock()
+}
+
+func (r *recorder) latencies() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := slices.Clone(r.lat)
+	slices.Sort(l)
+	return l
+}
+
+// framework is one controller runtime running the trivial reconciler.
+type framework interface {
+	// requests returns the API requests sent so far (every attempt,
+	// watches included).
+	requests() int64
+}
+
+// runLoom runs the reconciler behind Loom until ctx ends. ready is called
+// once the framework is built.
+func runLoom(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func(framework)) error {
+	cfg, err := config.Load(config.LoadOptions{Path: kubeconfig})
+	if err != nil {
+		return err
+	}
+	// Loom's REST client has no client-side rate limit by default.
+	mgr, err := manager.New(cfg, manager.Options{Namespace: ns, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	inf, err := cache.InformerFor[corev1.ConfigMap](ctx, mgr.Factory(), cache.InformerForOptions[*corev1.ConfigMap]{})
+	if err != nil {
+		return err
+	}
+	lister := inf.Lister()
+	c := controller.New("bench", controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
+		cm, ok := lister.Namespace(req.Namespace).Get(req.Name)
+		var ann map[string]string
+		if ok {
+			ann = cm.Annotations
+		}
+		rec.observe(req.Namespace+"/"+req.Name, ann, ok)
+		return controller.Result{}, nil
+	}), mgr.ControllerOptions())
+	if err := controller.For(c, inf); err != nil {
+		return err
+	}
+	if err := mgr.Add(c); err != nil {
+		return err
+	}
+	ready(loomFramework{mgr})
+	return mgr.Start(ctx)
+}
+
+type loomFramework struct{ mgr *manager.Manager }
+
+// requests sums loom_rest_requests_total from the manager's registry.
+func (l loomFramework) requests() int64 {
+	w := httptest.NewRecorder()
+	l.mgr.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	var n float64
+	for line := range strings.Lines(w.Body.String()) {
+		if !strings.HasPrefix(line, "loom_rest_requests_total{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		n += v
+	}
+	return int64(n)
+}
+
+// countingRT counts the requests controller-runtime sends.
+type countingRT struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+type crFramework struct{ n *atomic.Int64 }
+
+func (c crFramework) requests() int64 { return c.n.Load() }
+
+// runCR runs the reconciler behind controller-runtime (defaults, except: no
+// client-side rate limit, protobuf like Loom, metrics and probes off, one
+// namespace cached).
+func runCR(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func(framework)) error {
+	crlog.SetLogger(logr.Discard())
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS = -1 // client-side rate limiter off, as in Loom
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	n := new(atomic.Int64)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingRT{rt, n} })
+	skip := true
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 clientgoscheme.Scheme,
+		Logger:                 logr.Discard(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}},
+		Controller:             crconfig.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		return err
+	}
+	reader := mgr.GetCache()
+	err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("bench").
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			var cm corev1.ConfigMap
+			err := reader.Get(ctx, req.NamespacedName, &cm)
+			if err != nil && crclient.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, err
+			}
+			rec.observe(req.Namespace+"/"+req.Name, cm.Annotations, err == nil)
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		return err
+	}
+	ready(crFramework{n})
+	return mgr.Start(ctx)
+}
+
+func run(ctx context.Context, impl, kubeconfig, ns string, rec *recorder, ready func(framework)) error {
+	switch impl {
+	case "loom":
+		return runLoom(ctx, kubeconfig, ns, rec, ready)
+	case "controller-runtime":
+		return runCR(ctx, kubeconfig, ns, rec, ready)
+	}
+	return fmt.Errorf("unknown -impl %q", impl)
+}
+

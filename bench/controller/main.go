@@ -1,0 +1,277 @@
+// Command controller measures the same trivial reconciler behind Loom and
+// behind controller-runtime on a real kube-apiserver with N ConfigMaps
+// under churn (issue 7): event → reconcile-start latency, reconciles per
+// CPU-second of the framework's process, and API requests.
+//
+// Modes:
+//
+//	-mode env    start a control plane (testenv), create -n ConfigMaps in
+//	             namespace bench, print "kubeconfig=PATH", run until stdin
+//	             closes.
+//	-mode run    -impl loom|controller-runtime -kubeconfig PATH: start the
+//	             framework, wait until every object has been reconciled once
+//	             (cache synced, initial reconciles done), then start a writer
+//	             child process (-mode write) that patches random objects at
+//	             -rate per second for -duration, stamping each with its send
+//	             time; after it ends, wait until reconciles stop (at most 5 s).
+//	             Prints one line of key=value results for that window.
+//	-mode write  the writer (its own process, so its CPU is not counted).
+//
+// latency = reconcile start − the send-time stamp of the version read from
+// the cache, counted once per new stamp of a key: it includes the API
+// server's write and watch delivery, the same for both frameworks.
+// cpu_s is getrusage(RUSAGE_SELF) user+system over the window.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/loom-k8s/loom/testenv"
+)
+
+const namespace = "bench"
+
+func main() {
+	// controller-runtime registers -kubeconfig on flag.CommandLine: use our own set.
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	mode := fs.String("mode", "run", "env, run or write")
+	impl := fs.String("impl", "loom", "loom or controller-runtime")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
+	n := fs.Int("n", 10000, "objects")
+	rate := fs.Int("rate", 300, "updates per second")
+	duration := fs.Duration("duration", 20*time.Second, "churn duration")
+	fs.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch *mode {
+	case "env":
+		err = envMode(ctx, *n)
+	case "write":
+		var cs *kubernetes.Clientset
+		if cs, err = clientset(*kubeconfig); err == nil {
+			var w, e int64
+			w, e, err = churn(ctx, cs, *n, *rate, *duration)
+			fmt.Printf("writes=%d write_errors=%d\n", w, e)
+		}
+	case "run":
+		err = runMode(ctx, *impl, *kubeconfig, *n, *rate, *duration)
+	default:
+		err = fmt.Errorf("unknown -mode %q", *mode)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func clientset(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 1000
+	return kubernetes.NewForConfig(cfg)
+}
+
+func envMode(ctx context.Context, n int) error {
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	cs, err := clientset(env.KubeconfigPath)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := populate(ctx, cs, n); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "created %d configmaps in %v\n", n, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("kubeconfig=%s\n", env.KubeconfigPath)
+	done := make(chan struct{})
+	go func() { bufio.NewReader(os.Stdin).ReadString(0); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func cmName(i int) string { return fmt.Sprintf("cm-%05d", i) }
+
+// populate creates namespace bench and n ConfigMaps in it, 32 at a time.
+func populate(ctx context.Context, cs kubernetes.Interface, n int) error {
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range 32 {
+		wg.Go(func() {
+			for i := range jobs {
+				cm := &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: cmName(i), Namespace: namespace, Labels: map[string]string{"app": "bench"}},
+					Data:       map[string]string{"key": strings.Repeat("x", 64)},
+				}
+				_, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// churn patches random objects at rate per second for d, each patch
+// stamping the time it is sent; it returns the patches sent and failed.
+func churn(ctx context.Context, cs kubernetes.Interface, n, rate int, d time.Duration) (writes, errs int64, err error) {
+	var w, e atomic.Int64
+	jobs := make(chan int, 1024)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range jobs {
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, stampKey, time.Now().UnixNano())
+				_, err := cs.CoreV1().ConfigMaps(namespace).Patch(ctx, cmName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				w.Add(1)
+				if err != nil {
+					e.Add(1)
+				}
+			}
+		})
+	}
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for k := 0; ; k++ {
+		next := start.Add(time.Duration(k) * interval)
+		if next.Sub(start) >= d || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Until(next))
+		select {
+		case jobs <- rand.IntN(n):
+		default: // writers saturated: skip rather than burst later
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return w.Load(), e.Load(), ctx.Err()
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rec := newRecorder()
+	fwc := make(chan framework, 1)
+	errc := make(chan error, 1)
+	t0 := time.Now()
+	go func() { errc <- run(ctx, impl, kubeconfig, namespace, rec, func(f framework) { fwc <- f }) }()
+	var fw framework
+	select {
+	case fw = <-fwc:
+	case err := <-errc:
+		return err
+	}
+	// Wait for the initial reconcile of every object.
+	for rec.keys() < n {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("framework stopped: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Since(t0) > 5*time.Minute {
+			return fmt.Errorf("only %d of %d objects reconciled", rec.keys(), n)
+		}
+	}
+	initial := time.Since(t0)
+	startCPU := time.Duration(0)
+	time.Sleep(time.Second) // let the initial burst settle
+	reqs0 := fw.requests()
+	rec0 := rec.reconciles.Load()
+	rec.setRecording(true)
+	startCPU = cpuTime()
+	wstart := time.Now()
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, self, "-mode", "write", "-kubeconfig", kubeconfig,
+		"-n", strconv.Itoa(n), "-rate", strconv.Itoa(rate), "-duration", d.String())
+	cmd.Stderr = os.Stderr
+	wout, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("writer: %v", err)
+	}
+	// Drain: until no reconcile for 500 ms, at most 5 s.
+	last, quiet := rec.reconciles.Load(), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if c := rec.reconciles.Load(); c != last {
+			last, quiet = c, time.Now()
+		} else if time.Since(quiet) > 500*time.Millisecond {
+			break
+		}
+	}
+	cpu := cpuTime() - startCPU
+	window := time.Since(wstart)
+	reconciles := rec.reconciles.Load() - rec0
+	reqs := fw.requests() - reqs0
+	rec.setRecording(false)
+	lat := rec.latencies()
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		i := int(p * float64(len(lat)-1))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	fmt.Printf("impl=%s objects=%d rate=%d initial_s=%.2f window_s=%.2f %s reconciles=%d versions=%d cpu_s=%.3f reconciles_per_cpu_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f api_requests=%d api_requests_total=%d\n",
+		impl, n, rate, initial.Seconds(), window.Seconds(), strings.TrimSpace(string(wout)), reconciles, len(lat), cpu.Seconds(),
+		float64(reconciles)/cpu.Seconds(), pct(0.5), pct(0.99), pct(1), reqs, fw.requests())
+	cancel()
+	select {
+	case <-errc:
+	case <-time.After(10 * time.Second):
+	}
+	return nil
+}
