@@ -219,4 +219,3 @@ func run(ctx context.Context, impl, kubeconfig, ns string, rec *recorder, ready 
 	}
 	return fmt.Errorf("unknown -impl %q", impl)
 }
-

@@ -33,6 +33,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +54,8 @@ import (
 
 const namespace = "bench"
 
+var cpuProfile string
+
 func main() {
 	// controller-runtime registers -kubeconfig on flag.CommandLine: use our own set.
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
@@ -61,6 +65,7 @@ func main() {
 	n := fs.Int("n", 10000, "objects")
 	rate := fs.Int("rate", 300, "updates per second")
 	duration := fs.Duration("duration", 20*time.Second, "churn duration")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the churn window (run mode)")
 	fs.Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,8 +77,11 @@ func main() {
 		var cs *kubernetes.Clientset
 		if cs, err = clientset(*kubeconfig); err == nil {
 			var w, e int64
+			floor := startFloorWatch(ctx, cs)
 			w, e, err = churn(ctx, cs, *n, *rate, *duration)
-			fmt.Printf("writes=%d write_errors=%d\n", w, e)
+			time.Sleep(500 * time.Millisecond)
+			p50, p99 := floor()
+			fmt.Printf("writes=%d write_errors=%d watch_p50_ms=%.2f watch_p99_ms=%.2f\n", w, e, p50, p99)
 		}
 	case "run":
 		err = runMode(ctx, *impl, *kubeconfig, *n, *rate, *duration)
@@ -228,6 +236,15 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 	reqs0 := fw.requests()
 	rec0 := rec.reconciles.Load()
 	rec.setRecording(true)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	startCPU = cpuTime()
 	wstart := time.Now()
 
@@ -274,4 +291,47 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 	case <-time.After(10 * time.Second):
 	}
 	return nil
+}
+
+// startFloorWatch watches the namespace with a plain client-go watch in the
+// writer's process and records send → watch-event-received latency: the
+// API server's share of the end-to-end latency, which neither framework can
+// remove. The returned func stops it and gives its p50 and p99 in ms.
+func startFloorWatch(ctx context.Context, cs kubernetes.Interface) func() (p50, p99 float64) {
+	list, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return func() (float64, float64) { return 0, 0 }
+	}
+	w, err := cs.CoreV1().ConfigMaps(namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return func() (float64, float64) { return 0, 0 }
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				continue
+			}
+			if s, err := strconv.ParseInt(cm.Annotations[stampKey], 10, 64); err == nil {
+				mu.Lock()
+				lat = append(lat, now.Sub(time.Unix(0, s)))
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() (float64, float64) {
+		w.Stop()
+		<-done
+		slices.Sort(lat)
+		if len(lat) == 0 {
+			return 0, 0
+		}
+		ms := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+		return ms(0.5), ms(0.99)
+	}
 }
