@@ -6,7 +6,8 @@
 # Loom/controller-runtime ratio of the medians.
 # Usage: bench/controller/compare.sh [ROUNDS]
 # Env: LOOM_BENCH_OBJECTS (10000), LOOM_BENCH_RATE (300 updates/s),
-#      LOOM_BENCH_DURATION (20s), LOOM_BENCH_OUT (raw lines file).
+#      LOOM_BENCH_DURATION (20s), LOOM_BENCH_OUT (raw lines file),
+#      LOOM_BENCH_FLAGS (extra run flags, such as -arrival).
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-3}
@@ -27,7 +28,7 @@ for r in $(seq "$rounds"); do
 	order="loom controller-runtime"
 	if ((r % 2 == 0)); then order="controller-runtime loom"; fi
 	for impl in $order; do
-		"$bin" -mode run -impl "$impl" -kubeconfig "$kubeconfig" -n "$n" -rate "$rate" -duration "$dur" 2>/dev/null | tee -a "$out"
+		"$bin" -mode run -impl "$impl" -kubeconfig "$kubeconfig" -n "$n" -rate "$rate" -duration "$dur" ${LOOM_BENCH_FLAGS:-} 2>/dev/null | tee -a "$out"
 	done
 done
 awk '

@@ -44,9 +44,44 @@ type recorder struct {
 	last       map[string]int64 // key → last stamp seen
 	lat        []time.Duration
 	recording  bool
+
+	// With arrival on, an informer transform stamps when the reflector
+	// received each version (key → stamp, time), and observe also records
+	// reflector-receipt → reconcile-start latency (framework only).
+	arrival  bool
+	arrived  map[string]arrivalMark
+	framelat []time.Duration
 }
 
-func newRecorder() *recorder { return &recorder{last: map[string]int64{}} }
+type arrivalMark struct {
+	stamp int64
+	at    time.Time
+}
+
+// arrive is the transform's body: it runs on the reflector's goroutine as
+// each decoded object is handed to the cache.
+func (r *recorder) arrive(key string, ann map[string]string) {
+	now := time.Now()
+	stamp, err := strconv.ParseInt(ann[stampKey], 10, 64)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.arrived[key] = arrivalMark{stamp, now}
+	r.mu.Unlock()
+}
+
+func (r *recorder) frameworkLatencies() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := slices.Clone(r.framelat)
+	slices.Sort(l)
+	return l
+}
+
+func newRecorder() *recorder {
+	return &recorder{last: map[string]int64{}, arrived: map[string]arrivalMark{}}
+}
 
 // observe is called at reconcile start with the object read from the cache
 // (ok false: not in the cache).
@@ -65,6 +100,9 @@ func (r *recorder) observe(key string, ann map[string]string, ok bool) {
 		r.last[key] = stamp
 		if seen && stamp != 0 && r.recording {
 			r.lat = append(r.lat, now.Sub(time.Unix(0, stamp)))
+			if a, ok := r.arrived[key]; ok && a.stamp == stamp {
+				r.framelat = append(r.framelat, now.Sub(a.at))
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -109,7 +147,15 @@ func runLoom(ctx context.Context, kubeconfig, ns string, rec *recorder, ready fu
 	if err != nil {
 		return err
 	}
-	inf, err := cache.InformerFor[corev1.ConfigMap](ctx, mgr.Factory(), cache.InformerForOptions[*corev1.ConfigMap]{})
+	iopts := cache.InformerForOptions[*corev1.ConfigMap]{}
+	if rec.arrival {
+		iopts.TransformName = "arrival"
+		iopts.Transform = func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+			rec.arrive(cm.Namespace+"/"+cm.Name, cm.Annotations)
+			return cm, nil
+		}
+	}
+	inf, err := cache.InformerFor[corev1.ConfigMap](ctx, mgr.Factory(), iopts)
 	if err != nil {
 		return err
 	}
@@ -181,12 +227,21 @@ func runCR(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func
 	n := new(atomic.Int64)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingRT{rt, n} })
 	skip := true
+	copts := crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}}
+	if rec.arrival {
+		copts.DefaultTransform = func(obj any) (any, error) {
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				rec.arrive(cm.Namespace+"/"+cm.Name, cm.Annotations)
+			}
+			return obj, nil
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 clientgoscheme.Scheme,
 		Logger:                 logr.Discard(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}},
+		Cache:                  copts,
 		Controller:             crconfig.Controller{SkipNameValidation: &skip},
 	})
 	if err != nil {

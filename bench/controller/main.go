@@ -54,7 +54,10 @@ import (
 
 const namespace = "bench"
 
-var cpuProfile string
+var (
+	cpuProfile string
+	arrival    bool
+)
 
 func main() {
 	// controller-runtime registers -kubeconfig on flag.CommandLine: use our own set.
@@ -65,6 +68,7 @@ func main() {
 	n := fs.Int("n", 10000, "objects")
 	rate := fs.Int("rate", 300, "updates per second")
 	duration := fs.Duration("duration", 20*time.Second, "churn duration")
+	fs.BoolVar(&arrival, "arrival", false, "also measure reflector receipt → reconcile start (adds an informer transform; run mode)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the churn window (run mode)")
 	fs.Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -209,6 +213,7 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rec := newRecorder()
+	rec.arrival = arrival
 	fwc := make(chan framework, 1)
 	errc := make(chan error, 1)
 	t0 := time.Now()
@@ -275,6 +280,17 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 	reqs := fw.requests() - reqs0
 	rec.setRecording(false)
 	lat := rec.latencies()
+	fl := rec.frameworkLatencies()
+	flms := func(p float64) float64 {
+		if len(fl) == 0 {
+			return 0
+		}
+		return float64(fl[int(p*float64(len(fl)-1))].Microseconds()) / 1000
+	}
+	extra := ""
+	if arrival {
+		extra = fmt.Sprintf(" fw_samples=%d fw_p50_ms=%.3f fw_p99_ms=%.3f fw_max_ms=%.3f", len(fl), flms(0.5), flms(0.99), flms(1))
+	}
 	pct := func(p float64) float64 {
 		if len(lat) == 0 {
 			return 0
@@ -282,9 +298,9 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 		i := int(p * float64(len(lat)-1))
 		return float64(lat[i].Microseconds()) / 1000
 	}
-	fmt.Printf("impl=%s objects=%d rate=%d initial_s=%.2f window_s=%.2f %s reconciles=%d versions=%d cpu_s=%.3f reconciles_per_cpu_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f api_requests=%d api_requests_total=%d\n",
+	fmt.Printf("impl=%s objects=%d rate=%d initial_s=%.2f window_s=%.2f %s reconciles=%d versions=%d cpu_s=%.3f reconciles_per_cpu_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f api_requests=%d api_requests_total=%d%s\n",
 		impl, n, rate, initial.Seconds(), window.Seconds(), strings.TrimSpace(string(wout)), reconciles, len(lat), cpu.Seconds(),
-		float64(reconciles)/cpu.Seconds(), pct(0.5), pct(0.99), pct(1), reqs, fw.requests())
+		float64(reconciles)/cpu.Seconds(), pct(0.5), pct(0.99), pct(1), reqs, fw.requests(), extra)
 	cancel()
 	select {
 	case <-errc:
