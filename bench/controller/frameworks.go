@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -205,7 +206,11 @@ type countingRT struct {
 
 func (c countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return c.rt.RoundTrip(r)
+	resp, err := c.rt.RoundTrip(r)
+	if os.Getenv("LOOM_BENCH_DEBUG") != "" && err == nil {
+		fmt.Fprintf(os.Stderr, "controller-runtime request: %s %s accept=%q response=%q\n", r.Method, r.URL.Path, r.Header.Get("Accept"), resp.Header.Get("Content-Type"))
+	}
+	return resp, err
 }
 
 type crFramework struct{ n *atomic.Int64 }
