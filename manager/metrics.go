@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,10 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	queues     *prommetrics.Provider
+
+	// Series looked up once per label set, not per reconcile.
+	counters sync.Map // [2]string{controller, outcome} -> prometheus.Counter
+	histos   sync.Map // controller -> prometheus.Observer
 }
 
 func newMetrics() (*metrics, error) {
@@ -55,8 +60,17 @@ func newMetrics() (*metrics, error) {
 
 // ObserveReconcile implements controller.Metrics.
 func (m *metrics) ObserveReconcile(controller, outcome string, d time.Duration) {
-	m.reconciles.WithLabelValues(controller, outcome).Inc()
-	m.durations.WithLabelValues(controller).Observe(d.Seconds())
+	k := [2]string{controller, outcome}
+	c, ok := m.counters.Load(k)
+	if !ok {
+		c, _ = m.counters.LoadOrStore(k, m.reconciles.WithLabelValues(controller, outcome))
+	}
+	c.(prometheus.Counter).Inc()
+	h, ok := m.histos.Load(controller)
+	if !ok {
+		h, _ = m.histos.LoadOrStore(controller, m.durations.WithLabelValues(controller))
+	}
+	h.(prometheus.Observer).Observe(d.Seconds())
 }
 
 // ObserveRequest implements rest.Observer.
