@@ -144,14 +144,22 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if killed := sweepOrphans(); len(killed) > 0 {
 		log.Info("killed servers left by an earlier run", "pids", killed)
 	}
+	if removed := sweepStaleDirs(); len(removed) > 0 {
+		log.Info("removed state folders left by an earlier run", "dirs", removed)
+	}
 
 	e := &Env{opts: opts, log: log, Dir: opts.Dir}
 	if e.Dir == "" {
-		d, err := os.MkdirTemp("", "loom-testenv-")
+		d, err := os.MkdirTemp("", tempPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("testenv: %w", err)
 		}
 		e.Dir, e.removeDir = d, true
+		// Records who owns the folder, so that a later run can remove it
+		// if this process dies without Stop (see sweepStaleDirs).
+		if err := os.WriteFile(e.path(ownerFile), []byte(selfIdentity()), 0o600); err != nil {
+			return nil, fmt.Errorf("testenv: %w", err)
+		}
 	} else {
 		e.grace = 10 * time.Second // keep a persistent etcd consistent
 		if err := os.MkdirAll(e.Dir, 0o700); err != nil {

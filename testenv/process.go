@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -218,4 +219,33 @@ func alive(pid int) bool {
 	}
 	i := bytes.LastIndexByte(b, ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+const (
+	tempPrefix = "loom-testenv-"
+	ownerFile  = "owner"
+)
+
+// sweepStaleDirs removes temporary state folders whose owner (recorded
+// as "<pid>:<start time>" in the folder) is no longer running: what a
+// test binary killed before its Stop leaves behind. Folders without an
+// owner file, or whose owner runs, are left alone.
+func sweepStaleDirs() []string {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	var removed []string
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		pidStr, start, _ := strings.Cut(string(b), ":")
+		pid, _ := strconv.Atoi(pidStr)
+		if pid > 0 && startTime(pid) == start {
+			continue
+		}
+		if os.RemoveAll(d) == nil {
+			removed = append(removed, d)
+		}
+	}
+	return removed
 }

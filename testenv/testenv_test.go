@@ -358,6 +358,24 @@ func TestSweepKillsOrphans(t *testing.T) {
 	}
 }
 
+func TestSweepRemovesStaleDirs(t *testing.T) {
+	stale, err := os.MkdirTemp("", tempPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, ownerFile), []byte("999999999:0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed := sweepStaleDirs()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale folder %s kept (removed %v)", stale, removed)
+	}
+	// The shared control plane's folder belongs to this live process: kept.
+	if _, err := os.Stat(shared.Dir); err != nil {
+		t.Fatalf("live folder removed: %v", err)
+	}
+}
+
 func TestSchedulerNeedsControllers(t *testing.T) {
 	_, err := Start(t.Context(), Options{Scheduler: true})
 	if err == nil || !strings.Contains(err.Error(), "needs Options.Controllers") {

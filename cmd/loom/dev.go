@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -286,5 +287,6 @@ func (st devState) running() bool {
 		return false
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", st.PID))
-	return err != nil || st.Executable == "" || exe == st.Executable
+	// A binary rebuilt while it runs shows as "<path> (deleted)".
+	return err != nil || st.Executable == "" || strings.TrimSuffix(exe, " (deleted)") == st.Executable
 }

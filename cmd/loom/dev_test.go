@@ -29,10 +29,10 @@ func buildLoom(t *testing.T) string {
 // stop it with `down` (SIGTERM) or with Ctrl-C (SIGINT), and checks that no
 // server is left.
 func TestDevUpStatusDown(t *testing.T) {
-	loom := buildLoom(t)
 	kubectl := filepath.Join(testenv.AssetsDir(), "kubectl")
 	for _, stop := range []string{"down", "interrupt"} {
 		t.Run(stop, func(t *testing.T) {
+			loom := buildLoom(t)
 			dir := t.TempDir()
 			up := exec.Command(loom, "dev", "up", "--with-controllers", "--nodes", "2", "--state-dir", dir)
 			stdout, err := up.StdoutPipe()
@@ -55,7 +55,18 @@ func TestDevUpStatusDown(t *testing.T) {
 			}()
 			t.Cleanup(func() { _ = up.Process.Kill() })
 
-			out, err := exec.CommandContext(t.Context(), loom, "dev", "status", "--state-dir", dir, "--wait", "2m").CombinedOutput()
+			// Rebuilding loom while `dev up` runs must not confuse status
+			// and down: run them from a copy, with up's binary deleted.
+			ctl := filepath.Join(t.TempDir(), "loom-ctl")
+			if b, err := os.ReadFile(loom); err != nil || os.WriteFile(ctl, b, 0o755) != nil {
+				t.Fatal(err)
+			}
+			if stop == "down" {
+				if err := os.Remove(loom); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := exec.CommandContext(t.Context(), ctl, "dev", "status", "--state-dir", dir, "--wait", "2m").CombinedOutput()
 			if err != nil {
 				t.Fatalf("status: %v\n%s", err, out)
 			}
@@ -75,7 +86,7 @@ func TestDevUpStatusDown(t *testing.T) {
 			}
 
 			if stop == "down" {
-				out, err = exec.CommandContext(t.Context(), loom, "dev", "down", "--state-dir", dir).CombinedOutput()
+				out, err = exec.CommandContext(t.Context(), ctl, "dev", "down", "--state-dir", dir).CombinedOutput()
 				if err != nil || !strings.Contains(string(out), "Stopped") {
 					t.Fatalf("down: %v\n%s", err, out)
 				}
