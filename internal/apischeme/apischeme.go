@@ -6,6 +6,9 @@
 package apischeme
 
 import (
+	"reflect"
+	"sort"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,4 +48,23 @@ func AddToScheme(s *runtime.Scheme) error {
 		}
 	}
 	return nil
+}
+
+// Types returns the Go type of every kind AddToScheme registers, each
+// once, sorted by name: the list the decoders' differential tests walk.
+func Types() ([]reflect.Type, error) {
+	s := runtime.NewScheme()
+	if err := AddToScheme(s); err != nil {
+		return nil, err
+	}
+	seen := map[reflect.Type]bool{}
+	var types []reflect.Type
+	for _, typ := range s.AllKnownTypes() {
+		if !seen[typ] {
+			seen[typ] = true
+			types = append(types, typ)
+		}
+	}
+	sort.Slice(types, func(i, j int) bool { return types[i].String() < types[j].String() })
+	return types, nil
 }

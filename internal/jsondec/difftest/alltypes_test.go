@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math/rand"
 	"reflect"
-	"sort"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
@@ -33,19 +32,10 @@ func filler(seed int64) *randfill.Filler {
 }
 
 func allTypes(t *testing.T) []reflect.Type {
-	s := runtime.NewScheme()
-	if err := apischeme.AddToScheme(s); err != nil {
+	types, err := apischeme.Types()
+	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[reflect.Type]bool{}
-	var types []reflect.Type
-	for _, typ := range s.AllKnownTypes() {
-		if !seen[typ] {
-			seen[typ] = true
-			types = append(types, typ)
-		}
-	}
-	sort.Slice(types, func(i, j int) bool { return types[i].String() < types[j].String() })
 	return types
 }
 
