@@ -272,7 +272,6 @@ func TestInformersSurviveChaos(t *testing.T) {
 		// and compare each cache with a fresh consistent list.
 		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond)
 		paused.Store(true)
-		time.Sleep(50 * time.Millisecond) // writes in flight land
 		d1, l1 := converge(t, "pods", func() ([]string, error) {
 			l, err := pods.List(ctx, metav1.ListOptions{})
 			if err != nil {
