@@ -186,7 +186,11 @@ func (c *Client[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T]
 		return nil, c.err
 	}
 	l := &List[T]{newItem: c.newObj}
-	if err := c.req(c.rc.Get(), c.ns, asList).Options(&opts).Do(ctx, l); err != nil {
+	var into any = l
+	if ul, ok := any(l).(*List[*unstructured.Unstructured]); ok {
+		into = &unstructuredList{ul}
+	}
+	if err := c.req(c.rc.Get(), c.ns, asList).Options(&opts).Do(ctx, into); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -236,3 +236,44 @@ func TestScaleClient(t *testing.T) {
 		t.Fatalf("configmaps: %v", err)
 	}
 }
+
+// The API server leaves apiVersion and kind out of the items of lists of
+// built-in resources; the dynamic client fills them in from the list.
+func TestDynamicListOfBuiltinResource(t *testing.T) {
+	ctx := t.Context()
+	rc := newREST(t, rest.JSON)
+	ns := namespace(t, rc)
+	cmRes := client.Resource{
+		Resource:   schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+		Kind:       schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Namespaced: true,
+	}
+	cms, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: cmRes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms = cms.Namespace(ns)
+	for i := range 3 {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": fmt.Sprintf("cm-%d", i)}, "data": map[string]any{"i": fmt.Sprint(i)}}}
+		if _, err := cms.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := cms.List(ctx, metav1.ListOptions{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := cms.ListAll(ctx, metav1.ListOptions{Limit: 2})
+	if err != nil || len(all.Items) < 3 {
+		t.Fatalf("ListAll: %v items, %v", len(all.Items), err)
+	}
+	if len(l.Items) != 2 || l.Continue == "" || l.ResourceVersion == "" || l.RemainingItemCount == nil || *l.RemainingItemCount != int64(len(all.Items)-2) {
+		t.Fatalf("first page: %d items, continue %q, rv %q, remaining %v", len(l.Items), l.Continue, l.ResourceVersion, l.RemainingItemCount)
+	}
+	for _, it := range l.Items {
+		if it.GetKind() != "ConfigMap" || it.GetAPIVersion() != "v1" || it.GetNamespace() != ns {
+			t.Fatalf("item %s: apiVersion %q kind %q namespace %q", it.GetName(), it.GetAPIVersion(), it.GetKind(), it.GetNamespace())
+		}
+	}
+}

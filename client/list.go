@@ -3,8 +3,12 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/loom-k8s/loom/internal/jsondec"
 )
 
 // List is one page of a list: the list's metadata (resourceVersion, the
@@ -105,4 +109,48 @@ func uvarint(b []byte) (uint64, int) {
 		}
 	}
 	return 0, 0
+}
+
+// unstructuredList decodes a JSON list into a List of unstructured
+// objects. The API server leaves apiVersion and kind out of the items of
+// lists of built-in resources (CustomResourceDefinitions, Pods, ...); as
+// client-go's unstructured decoding does, each item without them takes the
+// list's apiVersion and the list's kind without its "List" suffix.
+type unstructuredList struct{ l *List[*unstructured.Unstructured] }
+
+func (u *unstructuredList) UnmarshalJSON(data []byte) error {
+	m, err := jsondec.Object(data)
+	if err != nil {
+		return err
+	}
+	l := u.l
+	l.APIVersion, _ = m["apiVersion"].(string)
+	l.Kind, _ = m["kind"].(string)
+	if md, ok := m["metadata"].(map[string]any); ok {
+		l.ResourceVersion, _ = md["resourceVersion"].(string)
+		l.Continue, _ = md["continue"].(string)
+		if n, ok := md["remainingItemCount"].(int64); ok {
+			l.RemainingItemCount = &n
+		}
+	}
+	items, _ := m["items"].([]any)
+	l.Items = make([]*unstructured.Unstructured, 0, len(items))
+	itemKind := strings.TrimSuffix(l.Kind, "List")
+	for i, it := range items {
+		obj, ok := it.(map[string]any)
+		if !ok {
+			return fmt.Errorf("client: list item %d is not an object", i)
+		}
+		if k, _ := obj["kind"].(string); k == "" {
+			obj["kind"] = itemKind
+		}
+		if v, _ := obj["apiVersion"].(string); v == "" {
+			obj["apiVersion"] = l.APIVersion
+		}
+		if k, _ := obj["kind"].(string); k == "" {
+			return fmt.Errorf("client: list item %d has no kind, nor has the list", i)
+		}
+		l.Items = append(l.Items, &unstructured.Unstructured{Object: obj})
+	}
+	return nil
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries Loom tests against, from Go modules only:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok,
-# plus kwok's stage configuration (kwok-stages.yaml).
+# plus kwok's stage configuration (kwok-stages.yaml), and the code generator
+# controller-gen (from the tools/codegen module; `make generate` runs it).
 #
 # Versions come from testenv/versions.env (the one pinned list); tools/go.mod
 # must agree with it. Binaries go to the per-user cache
@@ -32,6 +33,7 @@ check() {
 check k8s.io/kubernetes "$KUBE_VERSION"
 check go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 check sigs.k8s.io/kwok "$KWOK_VERSION"
+(cd codegen && check sigs.k8s.io/controller-tools "$CONTROLLER_TOOLS_VERSION")
 
 # One build at a time per cache folder (parallel `make test` runs share it).
 exec 9>"$dir/.lock"
@@ -60,6 +62,10 @@ build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ku
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 build kwok sigs.k8s.io/kwok/cmd/kwok "$kwok_ldflags"
+# controller-gen has its own module (tools/codegen), so that its newer
+# dependencies do not move the control plane's; the version is in the name
+# because the folder name does not carry it.
+(cd codegen && build "controller-gen-$CONTROLLER_TOOLS_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen "-s -w")
 # The stage file is cheap to make, so it is made every time and replaced
 # only when it changed.
 go run ./kwokstages > "$dir/.kwok-stages.yaml.tmp"
