@@ -9,6 +9,9 @@
 //	loom dev status [--state-dir DIR] [--wait DURATION]
 //	loom api-resources [-o wide|name] [--api-group G] [--namespaced=B] [--sort-by name|kind]
 //	loom api-versions
+//	loom get RESOURCE[,RESOURCE...] [NAME...] | RESOURCE/NAME... [-n NS | -A] [-l SELECTOR] [--field-selector S]
+//	         [-o wide|yaml|json|name] [--no-headers] [--show-labels] [-w [--output-watch-events]]
+//	loom get --raw PATH
 //	loom logs POD [-c CONTAINER] [-f] [--tail N] [--since D] [--timestamps] [-p]
 //	loom scale RESOURCE NAME --replicas N
 //
