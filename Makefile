@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools
 
-.PHONY: all assets build test vet demo chaos clean
+.PHONY: all assets build generate check-generate test vet demo chaos clean
 
 all: build
 
@@ -33,8 +33,18 @@ has_pkgs = [ -n "$$(cd $(1) && $(GO) list ./... 2>/dev/null)" ]
 vet:
 	@set -e; for m in $(MODULES); do if $(call has_pkgs,$$m); then echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...); fi; done
 
-## test: vet, then race-enabled tests in every module (tools/ has no tests).
-test: assets vet
+## generate: rerun controller-gen over the example operators (deep-copy
+## methods, CRD manifests, RBAC roles).
+generate: assets
+	@bash tools/generate.sh
+
+## check-generate: fail when the generated files in the tree are out of date.
+check-generate: assets
+	@bash tools/generate.sh --check
+
+## test: vet, the generated-files check, then race-enabled tests in every
+## module (tools/ has no tests).
+test: assets vet check-generate
 	@set -e; for m in . bench; do if $(call has_pkgs,$$m); then echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...); fi; done
 
 ## demo: a local cluster with controllers and 2 fake nodes, shown with kubectl,

@@ -116,7 +116,9 @@ func uvarint(b []byte) (uint64, int) {
 // lists of built-in resources (CustomResourceDefinitions, Pods, ...); as
 // client-go's unstructured decoding does, each item without them takes the
 // list's apiVersion and the list's kind without its "List" suffix.
-type unstructuredList struct{ l *List[*unstructured.Unstructured] }
+type unstructuredList struct {
+	l *List[*unstructured.Unstructured]
+}
 
 func (u *unstructuredList) UnmarshalJSON(data []byte) error {
 	m, err := jsondec.Object(data)

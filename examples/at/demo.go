@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
+	"github.com/loom-k8s/loom/examples/at/operator"
+	"github.com/loom-k8s/loom/rest"
+)
+
+// runDemo installs the CRD, runs the operator in-process, creates an At
+// due after --in, and prints each phase change until DONE.
+func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("at demo", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var conn config.Flags
+	conn.Register(fs)
+	in := fs.Duration("in", 5*time.Second, "how far ahead to schedule the At")
+	command := fs.String("command", `echo "Kubernetes native rocks!"`, "the command the At runs")
+	name := fs.String("name", "hello", "the At's name (in the kubeconfig's namespace, or -n)")
+	timeout := fs.Duration("timeout", time.Minute, "give up when the At is not DONE after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := load(conn)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	start := time.Now()
+	say := func(format string, args ...any) {
+		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	if err := installCRDs(ctx, cfg, slog.New(slog.DiscardHandler)); err != nil {
+		return err
+	}
+	say("CRD ats.cnat.programming-kubernetes.info is established")
+
+	// The operator runs in this process, with its logs on stderr at warning
+	// level so the demo's lines stay readable.
+	opCtx, stopOperator := context.WithCancel(ctx)
+	opDone := make(chan error, 1)
+	go func() {
+		opDone <- operator.Run(opCtx, cfg, operator.Options{
+			Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+	}()
+	defer func() {
+		stopOperator()
+		<-opDone
+	}()
+	say("operator started")
+
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		return err
+	}
+	defer rc.CloseIdleConnections()
+	ats, err := client.For[v1alpha1.At](ctx, rc, client.Options{Resource: operator.Resource, Scheme: operator.Scheme()})
+	if err != nil {
+		return err
+	}
+	ats = ats.Namespace(cfg.Namespace)
+	if err := ats.Delete(ctx, *name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := waitGone(ctx, ats, *name); err != nil {
+		return err
+	}
+	due := time.Now().Add(*in).UTC().Truncate(time.Second)
+	at := &v1alpha1.At{
+		ObjectMeta: metav1.ObjectMeta{Name: *name},
+		Spec:       v1alpha1.AtSpec{Schedule: due.Format(time.RFC3339), Command: *command},
+	}
+	created, err := ats.Create(ctx, at, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	say("created At %s/%s: schedule %s, command %q", cfg.Namespace, *name, at.Spec.Schedule, *command)
+
+	w, err := ats.Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", *name).String(),
+		ResourceVersion: created.ResourceVersion,
+	})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	var phase v1alpha1.Phase
+	for {
+		ev, err := w.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("the At is not DONE after %s (phase %q)", *timeout, phase)
+			}
+			return err
+		}
+		if ev.Type != watch.Added && ev.Type != watch.Modified {
+			continue
+		}
+		if p := ev.Object.Status.Phase; p != phase {
+			phase = p
+			say("At %s is %s%s", *name, p, podNote(ev.Object))
+		}
+		if phase == v1alpha1.PhaseDone {
+			return nil
+		}
+	}
+}
+
+func podNote(at *v1alpha1.At) string {
+	switch at.Status.Phase {
+	case v1alpha1.PhaseRunning:
+		return " (pod " + at.Status.PodName + ")"
+	case v1alpha1.PhaseDone:
+		for _, c := range at.Status.Conditions {
+			if c.Type == "Succeeded" {
+				return fmt.Sprintf(" (Succeeded=%s: %s)", c.Status, c.Message)
+			}
+		}
+	}
+	return ""
+}
+
+// waitGone waits until an earlier run's At, deleted just before, is gone
+// (its finalizer needs the operator, which is running).
+func waitGone(ctx context.Context, ats *client.Client[*v1alpha1.At], name string) error {
+	for {
+		_, err := ats.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("an earlier At " + name + " is still being deleted")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

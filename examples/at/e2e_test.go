@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
+	"github.com/loom-k8s/loom/examples/at/operator"
+	"github.com/loom-k8s/loom/examples/internal/e2e"
+	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/rest"
+)
+
+// TestAtEndToEnd installs the example's manifests as a user would (kubectl
+// apply -k config), runs the operator as its own service account, and
+// follows an At from PENDING through RUNNING (a Pod on a kwok node) to
+// DONE (kwok completes the Pod).
+func TestAtEndToEnd(t *testing.T) {
+	env := e2e.Cluster(t)
+	ctx := t.Context()
+	e2e.Kubectl(t, env, "apply", "-k", "config")
+	admin := e2e.Admin(t, env)
+	rc, err := rest.New(admin, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.CloseIdleConnections()
+	if err := crd.WaitEstablished(ctx, rc, crd.Options{}, "ats.cnat.programming-kubernetes.info"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Least privilege: the role is enough (the operator runs below with
+	// it), and it is no more than the operator needs.
+	for _, c := range []struct {
+		verb, resource string
+		extra          []string
+		want           bool
+	}{
+		{"create", "pods", nil, true},
+		{"watch", "ats.cnat.programming-kubernetes.info", nil, true},
+		{"delete", "ats.cnat.programming-kubernetes.info", nil, false},
+		{"update", "pods", nil, false},
+		{"list", "secrets", nil, false},
+		{"create", "deployments.apps", nil, false},
+		{"update", "leases.coordination.k8s.io", []string{"-n", "at-system"}, true},
+		{"update", "leases.coordination.k8s.io", []string{"-n", "default"}, false},
+	} {
+		if got := e2e.CanI(t, env, "at-system", "at-operator", c.verb, c.resource, c.extra...); got != c.want {
+			t.Errorf("at-operator can %s %s %v: %v, want %v", c.verb, c.resource, c.extra, got, c.want)
+		}
+	}
+
+	sa := e2e.ServiceAccount(t, env, "at-system", "at-operator")
+	e2e.Run(t, func(ctx context.Context) error {
+		return operator.Run(ctx, sa, operator.Options{
+			LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "at-system", Name: "at-operator"},
+			Logger:         testLogger(t),
+		})
+	})
+
+	ats, err := client.For[v1alpha1.At](ctx, rc, client.Options{Resource: operator.Resource, Scheme: operator.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ats = ats.Namespace("default")
+	due := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+	created, err := ats.Create(ctx, &v1alpha1.At{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
+		Spec:       v1alpha1.AtSpec{Schedule: due, Command: "echo hello"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Spec.Image != "busybox:1.37" {
+		t.Errorf("image defaulted to %q by the CRD schema, want busybox:1.37", created.Spec.Image)
+	}
+
+	// Every phase is seen, in order.
+	phases := watchPhases(t, ats, created.ResourceVersion, "hello")
+	if want := []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseRunning, v1alpha1.PhaseDone}; !equal(phases, want) {
+		t.Fatalf("phases %v, want %v", phases, want)
+	}
+	done, err := ats.Get(ctx, "hello", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := meta(done.Status.Conditions, "Succeeded"); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != done.Generation {
+		t.Errorf("Succeeded condition %+v, want True for generation %d", c, done.Generation)
+	}
+	if !hasString(done.Finalizers, operator.Finalizer) {
+		t.Errorf("finalizers %v, want %s", done.Finalizers, operator.Finalizer)
+	}
+	pods, err := client.For[corev1.Pod](ctx, rc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := pods.Namespace("default").Get(ctx, "hello-pod", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != done.UID || ref.Kind != "At" {
+		t.Errorf("pod's controller %+v, want the At", ref)
+	}
+	if pod.Status.Phase != corev1.PodSucceeded || pod.Spec.NodeName == "" {
+		t.Errorf("pod phase %s on node %q, want Succeeded on a kwok node", pod.Status.Phase, pod.Spec.NodeName)
+	}
+	if got := strings.Join(pod.Spec.Containers[0].Command, " "); got != "sh -c echo hello" {
+		t.Errorf("pod command %q", got)
+	}
+
+	// The operator told the story in events.
+	evs, err := client.For[eventsv1.Event](ctx, rc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2e.Eventually(t, "the At's events", func() (bool, string) {
+		l, err := evs.Namespace("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=hello,regarding.kind=At"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var reasons []string
+		for _, e := range l.Items {
+			reasons = append(reasons, e.Reason)
+		}
+		return hasString(reasons, "Pending") && hasString(reasons, "Running") && hasString(reasons, "Done"), strings.Join(reasons, ",")
+	})
+
+	// The schema rejects a schedule that is not RFC 3339.
+	_, err = ats.Create(ctx, &v1alpha1.At{ObjectMeta: metav1.ObjectMeta{Name: "bad"},
+		Spec: v1alpha1.AtSpec{Schedule: "tomorrow", Command: "true"}}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.schedule") {
+		t.Errorf("create with schedule %q: %v, want Invalid naming spec.schedule", "tomorrow", err)
+	}
+
+	// The finalizer: deleting the At even with orphan propagation, which
+	// the garbage collector would leave the Pod to, removes the Pod.
+	orphan := metav1.DeletePropagationOrphan
+	if err := ats.Delete(ctx, "hello", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+		t.Fatal(err)
+	}
+	e2e.Eventually(t, "the At and its Pod to be gone", func() (bool, string) {
+		_, errAt := ats.Get(ctx, "hello", metav1.GetOptions{})
+		_, errPod := pods.Namespace("default").Get(ctx, "hello-pod", metav1.GetOptions{})
+		return apierrors.IsNotFound(errAt) && apierrors.IsNotFound(errPod), "at: " + errString(errAt) + ", pod: " + errString(errPod)
+	})
+
+	// An At far in the future stays PENDING, with no Pod, and deletes
+	// cleanly.
+	if _, err := ats.Create(ctx, &v1alpha1.At{ObjectMeta: metav1.ObjectMeta{Name: "later"},
+		Spec: v1alpha1.AtSpec{Schedule: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), Command: "true"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e2e.Eventually(t, "the later At to be PENDING", func() (bool, string) {
+		at, err := ats.Get(ctx, "later", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return at.Status.Phase == v1alpha1.PhasePending, string(at.Status.Phase)
+	})
+	if _, err := pods.Namespace("default").Get(ctx, "later-pod", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod of an At due in an hour: %v, want NotFound", err)
+	}
+	if err := ats.Delete(ctx, "later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e2e.Eventually(t, "the later At to be gone", func() (bool, string) {
+		_, err := ats.Get(ctx, "later", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), errString(err)
+	})
+}
+
+// watchPhases returns the phases an At goes through, from rv until DONE.
+func watchPhases(t *testing.T, ats *client.Client[*v1alpha1.At], rv, name string) []v1alpha1.Phase {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	w, err := ats.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var phases []v1alpha1.Phase
+	for {
+		ev, err := w.Next()
+		if err != nil {
+			t.Fatalf("watch ended (%v) after phases %v", err, phases)
+		}
+		if ev.Type != watch.Added && ev.Type != watch.Modified {
+			continue
+		}
+		p := ev.Object.Status.Phase
+		if p != "" && (len(phases) == 0 || phases[len(phases)-1] != p) {
+			phases = append(phases, p)
+		}
+		if p == v1alpha1.PhaseDone {
+			return phases
+		}
+	}
+}
+
+func meta(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "exists"
+	}
+	return err.Error()
+}

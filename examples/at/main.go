@@ -1,0 +1,114 @@
+// Command at runs the At operator (Programming Kubernetes' "cnat"): an At
+// object runs a command once, at a scheduled time, in a Pod it owns.
+//
+// Usage:
+//
+//	at [--kubeconfig F] [--context C] [--watch-namespace NS] [--install-crds]
+//	   [--leader-elect] [--health-addr :8081] [--metrics-addr :8080] [-v]
+//	at demo [--kubeconfig F] [--in 5s] [--command "echo hello"]
+//
+// Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
+// it uses the in-cluster service account, as in the Deployment under
+// config/manager. `at demo` is what `make demo` runs: it installs the CRD,
+// runs the operator in-process, creates an At due a few seconds later,
+// prints its phase changes as they happen, and exits once it is DONE.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/crd"
+	atconfig "github.com/loom-k8s/loom/examples/at/config"
+	"github.com/loom-k8s/loom/examples/at/operator"
+	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/rest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "at:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) > 0 && args[0] == "demo" {
+		return runDemo(ctx, args[1:], out, errOut)
+	}
+	fs := flag.NewFlagSet("at", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var conn config.Flags
+	conn.Register(fs)
+	ns := fs.String("watch-namespace", "", "only handle At objects in this namespace (default: all)")
+	install := fs.Bool("install-crds", false, "install (or update) the At CRD at start and wait until it is established")
+	elect := fs.Bool("leader-elect", false, "campaign for the Lease at-system/at-operator before running, so replicas take over from each other")
+	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
+	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
+	verbose := fs.Bool("v", false, "log every reconcile")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := load(conn)
+	if err != nil {
+		return err
+	}
+	log := logger(errOut, *verbose)
+	if *install {
+		if err := installCRDs(ctx, cfg, log); err != nil {
+			return err
+		}
+	}
+	opts := operator.Options{Namespace: *ns, HealthAddr: *health, MetricsAddr: *metrics, Logger: log}
+	if *elect {
+		opts.LeaderElection = manager.LeaderElection{Enabled: true, Namespace: "at-system", Name: "at-operator"}
+	}
+	err = operator.Run(ctx, cfg, opts)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil // interrupted
+	}
+	return err
+}
+
+// load reads the kubeconfig as kubectl does, falling back to the in-cluster
+// service account.
+func load(conn config.Flags) (config.Config, error) {
+	lo := conn.LoadOptions()
+	lo.InClusterFallback = true
+	return config.Load(lo)
+}
+
+func logger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		return err
+	}
+	defer rc.CloseIdleConnections()
+	crds, err := crd.Read(atconfig.CRDs, "crd/*.yaml")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return crd.Install(ctx, rc, crds, crd.Options{FieldManager: "at-operator", Logger: log})
+}
