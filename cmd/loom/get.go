@@ -121,7 +121,7 @@ func runGet(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case o.human():
 		return g.printTables(ctx, targets, out, errOut)
 	default:
-		return g.printObjects(ctx, targets, single, out)
+		return g.printObjects(ctx, targets, single, out, errOut)
 	}
 }
 
@@ -352,7 +352,20 @@ func (g *getter) printTables(ctx context.Context, targets []target, out, errOut 
 			fmt.Fprintln(errOut, "No resources found")
 		}
 	}
-	return errors.Join(errs...)
+	return lastError(errs, errOut)
+}
+
+// lastError prints every error but the last on errOut, one line each as
+// main prints the one returned, and returns the last: what was found is
+// printed, and every miss is reported, as kubectl.
+func lastError(errs []error, errOut io.Writer) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	for _, err := range errs[:len(errs)-1] {
+		fmt.Fprintln(errOut, "loom:", err)
+	}
+	return errs[len(errs)-1]
 }
 
 func (g *getter) printOptions(m discovery.Mapping, withNamespace, withKind bool) printOptions {
@@ -396,7 +409,7 @@ func (s *separatingWriter) Write(p []byte) (int, error) {
 
 // printObjects prints targets as YAML, JSON or names: the object itself
 // when one object was named, otherwise a List of every object, as kubectl.
-func (g *getter) printObjects(ctx context.Context, targets []target, single bool, out io.Writer) error {
+func (g *getter) printObjects(ctx context.Context, targets []target, single bool, out, errOut io.Writer) error {
 	var (
 		items []*unstructured.Unstructured
 		errs  []error
@@ -418,7 +431,7 @@ func (g *getter) printObjects(ctx context.Context, targets []target, single bool
 		if err := p.print(out, items[0], ""); err != nil {
 			return err
 		}
-		return errors.Join(errs...)
+		return lastError(errs, errOut)
 	}
 	list := map[string]any{
 		"apiVersion": "v1",
@@ -439,7 +452,7 @@ func (g *getter) printObjects(ctx context.Context, targets []target, single bool
 	} else if err := p.print(out, &unstructured.Unstructured{Object: list}, ""); err != nil {
 		return err
 	}
-	return errors.Join(errs...)
+	return lastError(errs, errOut)
 }
 
 // listItems returns a list's items, with the apiVersion and kind the

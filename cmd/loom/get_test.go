@@ -247,6 +247,7 @@ func (f *getFixture) testErrorsAndExitCodes(t *testing.T) {
 		{[]string{"get", "foos"}, 1, `loom: the server doesn't have a resource type "foos"` + "\n"},
 		{[]string{"get", "pods", "nope"}, 1, `loom: pods "nope" not found` + "\n"},
 		{[]string{"get", "widget/nope"}, 1, `loom: widgets.loom.example "nope" not found` + "\n"},
+		{[]string{"get", "pods", "nope", "nada", "-o", "name"}, 1, `loom: pods "nope" not found` + "\n" + `loom: pods "nada" not found` + "\n"},
 		{[]string{"get", "pods", "nope", "--ignore-not-found"}, 0, ""},
 		{[]string{"get", "pods", "-n", "get-nothing-here"}, 0, "No resources found in get-nothing-here namespace.\n"},
 		{[]string{"get"}, 2, "loom: usage: you must specify the type of resource to get (see loom api-resources)\n"},

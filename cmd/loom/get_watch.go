@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -93,10 +94,10 @@ func (g *getter) watch(ctx context.Context, t target, out io.Writer) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				if errors.Is(err, io.EOF) {
-					break // the server ended the watch: watch again from opts.ResourceVersion
+				if !errors.Is(err, io.EOF) {
+					return err
 				}
-				return err
+				break // the server ended the watch: watch again from opts.ResourceVersion
 			}
 			switch ev.Type {
 			case watch.Error:
@@ -114,6 +115,13 @@ func (g *getter) watch(ctx context.Context, t target, out io.Writer) error {
 				return err
 			}
 			skip = false
+		}
+		// A pause, so that a server that keeps ending watches at once is
+		// not asked again in a tight loop; nothing is missed meanwhile.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
 		}
 	}
 }

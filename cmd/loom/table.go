@@ -33,12 +33,13 @@ const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/js
 // only grow, so rows printed one at a time by a watch stay aligned with the
 // table above them.
 type tabWriter struct {
-	out    io.Writer
-	buf    []byte
-	widths []int // remembered width per column
+	out      io.Writer
+	buf      []byte
+	remember bool  // false only in tests, to compare with text/tabwriter
+	widths   []int // remembered width per column
 }
 
-func newTableWriter(out io.Writer) *tabWriter { return &tabWriter{out: out} }
+func newTableWriter(out io.Writer) *tabWriter { return &tabWriter{out: out, remember: true} }
 
 func (w *tabWriter) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
@@ -55,24 +56,30 @@ func (w *tabWriter) Flush() error {
 	}
 	var out bytes.Buffer
 	// A form feed ends a line and every column, as a flush would.
-	for i, seg := range bytes.Split(w.buf, []byte{'\f'}) {
+	segs := bytes.Split(w.buf, []byte{'\f'})
+	for i, seg := range segs {
 		if i > 0 {
 			out.WriteByte('\n')
 		}
-		w.format(&out, string(seg))
+		w.format(&out, string(seg), i == len(segs)-1)
 	}
 	w.buf = w.buf[:0]
 	_, err := w.out.Write(out.Bytes())
 	return err
 }
 
-// format aligns one segment of text that no form feed interrupts.
-func (w *tabWriter) format(out *bytes.Buffer, seg string) {
+// format aligns one segment of text that no form feed interrupts. In the
+// last one, text after the last newline is an unfinished line, which ends
+// at its last non-empty cell.
+func (w *tabWriter) format(out *bytes.Buffer, seg string, last bool) {
 	lines := strings.Split(seg, "\n")
 	cells := make([][]string, len(lines))
 	ncols := 0
 	for i, l := range lines {
 		cells[i] = splitCells(l)
+		if n := len(cells[i]); last && i == len(lines)-1 && n > 1 && cells[i][n-1] == "" {
+			cells[i] = cells[i][:n-1]
+		}
 		ncols = max(ncols, len(cells[i])-1)
 	}
 	// width[i][j] is the padded width of cell j of line i.
@@ -91,10 +98,12 @@ func (w *tabWriter) format(out *bytes.Buffer, seg string) {
 			for ; end < len(lines) && len(cells[end])-1 > j; end++ {
 				wd = max(wd, utf8.RuneCountInString(cells[end][j])+3)
 			}
-			if j < len(w.widths) {
+			switch {
+			case !w.remember:
+			case j < len(w.widths):
 				wd = max(wd, w.widths[j])
 				w.widths[j] = wd
-			} else {
+			default:
 				w.widths = append(w.widths, wd)
 			}
 			for k := i; k < end; k++ {
