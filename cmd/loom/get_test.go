@@ -88,6 +88,7 @@ func TestGet(t *testing.T) {
 	t.Run("matches kubectl", f.testMatchesKubectl)
 	t.Run("output decodes", f.testOutputDecodes)
 	t.Run("watch", f.testWatch)
+	t.Run("watch matches kubectl", f.testWatchMatchesKubectl)
 	t.Run("errors and exit codes", f.testErrorsAndExitCodes)
 }
 
@@ -231,6 +232,83 @@ func (f *getFixture) testWatch(t *testing.T) {
 	lines.want(t, "first", "3")
 	if err := stop(); err != nil {
 		t.Fatalf("loom get NAME -w, cancelled: %v", err)
+	}
+}
+
+// testWatchMatchesKubectl runs `loom get -w` and `kubectl get -w` side by
+// side through the same changes and wants the same lines, but for the AGE
+// column (last, so its width moves no other column): each was printed when
+// its process saw the change.
+func (f *getFixture) testWatchMatchesKubectl(t *testing.T) {
+	ctx := t.Context()
+	cms, _ := client.For[corev1.ConfigMap](ctx, f.rc, client.Options{})
+	cms = cms.Namespace("get-watch")
+	labels := map[string]string{"app": "compared"}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c-one", Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"get", "cm", "-n", "get-watch", "-l", "app=compared", "-w", "--output-watch-events"}
+
+	kctx, kill := context.WithCancel(ctx)
+	defer kill()
+	cmd := exec.CommandContext(kctx, filepath.Join(testenv.AssetsDir(), "kubectl"), append(args, "--kubeconfig", f.env.KubeconfigPath, "--cache-dir", f.cacheDir)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	k := &watchLines{ch: make(chan string)}
+	go func() {
+		defer close(k.ch)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case k.ch <- sc.Text():
+			case <-kctx.Done():
+			}
+		}
+	}()
+	l, stop := f.watchLoom(t, args...)
+	both := func(fields ...string) {
+		t.Helper()
+		k.want(t, fields...)
+		l.want(t, fields...)
+	}
+
+	both("EVENT", "NAME", "DATA", "AGE")
+	both("ADDED", "c-one", "0")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c-two-with-a-longer-name", Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	both("ADDED", "c-two-with-a-longer-name", "0")
+	if _, err := cms.Mutate(ctx, "c-one", func(c *corev1.ConfigMap) error {
+		c.Data = map[string]string{"a": "1"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	both("MODIFIED", "c-one", "1")
+	if err := cms.Delete(ctx, "c-two-with-a-longer-name", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	both("DELETED", "c-two-with-a-longer-name", "0")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	kill()
+
+	withoutAge := func(lines []string) string {
+		var b strings.Builder
+		for _, line := range lines {
+			b.WriteString(line[:strings.LastIndexByte(line, ' ')+1] + "\n")
+		}
+		return b.String()
+	}
+	if got, want := withoutAge(l.all), withoutAge(k.all); got != want {
+		t.Fatalf("loom printed (ages cut):\n%s\nkubectl printed:\n%s", got, want)
 	}
 }
 
@@ -483,7 +561,8 @@ func fieldStart(line string, n int) int {
 // watchLines reads a running `loom get -w` line by line.
 type watchLines struct {
 	ch   chan string
-	last string // the last line read
+	all  []string // the lines read
+	last string   // the last line read
 }
 
 // want reads the next line and wants these fields first.
@@ -500,6 +579,7 @@ func (w *watchLines) want(t *testing.T, fields ...string) {
 		t.Fatalf("no line for a minute; want one starting %q", fields)
 	}
 	w.last = line
+	w.all = append(w.all, line)
 	got := strings.Fields(line)
 	if len(got) < len(fields) || strings.Join(got[:len(fields)], " ") != strings.Join(fields, " ") {
 		t.Fatalf("line %q, want it to start with %q", line, fields)
