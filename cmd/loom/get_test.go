@@ -25,6 +25,9 @@ import (
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/crd"
+	atv1alpha1 "github.com/loom-k8s/loom/examples/at/api/v1alpha1"
+	atconfig "github.com/loom-k8s/loom/examples/at/config"
+	atoperator "github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
@@ -124,6 +127,11 @@ func (f *getFixture) testMatchesKubectl(t *testing.T) {
 		{"get", "deploy,widgets", "-A", "-o", "yaml"},
 		{"get", "widgets", "-o", "name"},
 		{"get", "--raw", "/apis/loom.example/v1"},
+		{"get", "ats"},
+		{"get", "ats", "-A", "-o", "wide"},
+		{"get", "at", "hello", "-o", "wide"},
+		{"get", "cnat", "-A"},
+		{"get", "ats.cnat.programming-kubernetes.info", "-n", "get-other", "--show-labels"},
 	}
 	for _, args := range tests {
 		t.Run(fmtArgs(args), func(t *testing.T) { f.matchKubectl(t, args) })
@@ -462,6 +470,37 @@ func (f *getFixture) setup(ctx context.Context) error {
 		w.SetKind("Widget")
 		if _, err := ws.Namespace(w.GetNamespace()).Create(ctx, w, metav1.CreateOptions{}); err != nil {
 			return err
+		}
+	}
+
+	// The At example's CRD, as controller-gen wrote it, with two Ats: one
+	// whose status the operator would have filled, one new.
+	atCRDs, err := crd.Read(atconfig.CRDs, "crd/*.yaml")
+	if err != nil {
+		return err
+	}
+	if err := crd.Install(ctx, f.rc, atCRDs, crd.Options{}); err != nil {
+		return err
+	}
+	ats, err := client.For[atv1alpha1.At](ctx, f.rc, client.Options{Resource: atoperator.Resource, Scheme: atoperator.Scheme()})
+	if err != nil {
+		return err
+	}
+	for _, a := range []*atv1alpha1.At{
+		{ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
+			Spec: atv1alpha1.AtSpec{Schedule: "2026-11-22T15:04:05Z", Command: `echo "Kubernetes native rocks!"`}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: "get-other"},
+			Spec: atv1alpha1.AtSpec{Schedule: "2030-01-01T00:00:00+01:00", Command: "date"}},
+	} {
+		created, err := ats.Namespace(a.Namespace).Create(ctx, a, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if a.Name == "hello" {
+			created.Status = atv1alpha1.AtStatus{Phase: atv1alpha1.PhaseDone, PodName: "hello-pod"}
+			if _, err := ats.Namespace(a.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
 		}
 	}
 
