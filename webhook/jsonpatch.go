@@ -1,0 +1,113 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// patchOp is one RFC 6902 operation.
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// jsonPatch returns the RFC 6902 patch that turns the JSON document from
+// into to, or nil when they are equal. Objects are compared key by key;
+// arrays of the same length element by element, otherwise replaced whole
+// (correct, if not the shortest patch). Numbers are compared as written.
+// Without removals, members present in from and missing in to stay.
+func jsonPatch(from, to []byte, removals bool) ([]byte, error) {
+	a, err := decodeJSONValue(from)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: the original object: %w", err)
+	}
+	b, err := decodeJSONValue(to)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: the mutated object: %w", err)
+	}
+	var ops []patchOp
+	diffJSON("", a, b, removals, &ops)
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(ops)
+}
+
+func decodeJSONValue(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func diffJSON(path string, a, b any, removals bool, ops *[]patchOp) {
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := make([]string, 0, len(av)+len(bv))
+		for k := range av {
+			keys = append(keys, k)
+		}
+		for k := range bv {
+			if _, in := av[k]; !in {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := path + "/" + escapePointer(k)
+			x, inA := av[k]
+			y, inB := bv[k]
+			switch {
+			case inA && inB:
+				diffJSON(p, x, y, removals, ops)
+			case inB:
+				*ops = append(*ops, patchOp{Op: "add", Path: p, Value: valueOrNull(y)})
+			case removals:
+				*ops = append(*ops, patchOp{Op: "remove", Path: p})
+			}
+		}
+		return
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			break
+		}
+		for i := range av {
+			diffJSON(path+"/"+strconv.Itoa(i), av[i], bv[i], removals, ops)
+		}
+		return
+	}
+	if !reflect.DeepEqual(a, b) {
+		*ops = append(*ops, patchOp{Op: "replace", Path: path, Value: valueOrNull(b)})
+	}
+}
+
+// nullValue marshals as JSON null, which omitempty would otherwise drop.
+type nullValue struct{}
+
+func (nullValue) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+
+func valueOrNull(v any) any {
+	if v == nil {
+		return nullValue{}
+	}
+	return v
+}
+
+// escapePointer escapes a member name for a JSON pointer (RFC 6901).
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}

@@ -1,0 +1,296 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/loom-k8s/loom/internal/clock"
+)
+
+// Metrics observes webhook requests. The manager's Prometheus registry
+// implements it.
+type Metrics interface {
+	// ObserveWebhook is called after each request to a webhook with the HTTP
+	// status code written (200 for an answered review, whether it allowed
+	// or denied; 4xx and 5xx for requests that could not be answered).
+	ObserveWebhook(webhook string, code int, d time.Duration)
+}
+
+// ServerOptions configure NewServer. CertDir is required; the rest may be
+// left zero.
+type ServerOptions struct {
+	// Addr is where to listen. Default ":9443".
+	Addr string
+	// CertDir holds the serving certificate (tls.crt, PEM, leaf first) and
+	// its key (tls.key). Certs writes them there. Required.
+	CertDir string
+	// ReloadInterval is how often, at most, the files are checked for a
+	// change (on a TLS handshake, so an idle server does no work). Default
+	// one second.
+	ReloadInterval time.Duration
+	// MinTLSVersion is the oldest TLS version accepted. Default TLS 1.2;
+	// older values are refused.
+	MinTLSVersion uint16
+	// ShutdownTimeout bounds the wait for requests in flight when Start's
+	// context ends. Default 10 s.
+	ShutdownTimeout time.Duration
+	// Metrics observes every request. Nil means none.
+	Metrics Metrics
+	// Logger receives reloads and failed requests. Nil means discard.
+	Logger *slog.Logger
+	// Clock paces the reload checks. Nil means the real clock.
+	Clock clock.Clock
+}
+
+// ErrNoCertDir is returned by NewServer without ServerOptions.CertDir.
+var ErrNoCertDir = errors.New("webhook: ServerOptions.CertDir is required")
+
+// Server serves webhooks over HTTPS. Make it with NewServer, register
+// handlers with Register, then Start it (or add it to a manager).
+type Server struct {
+	opts   ServerOptions
+	log    *slog.Logger
+	mux    *http.ServeMux
+	certs  *certReloader
+	mu     sync.Mutex
+	ln     net.Listener
+	paths  map[string]bool
+	closed bool
+}
+
+// NewServer returns a server for opts. It does not read the certificate
+// yet: Certs may still be about to write it.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.CertDir == "" {
+		return nil, ErrNoCertDir
+	}
+	if opts.Addr == "" {
+		opts.Addr = ":9443"
+	}
+	if opts.ReloadInterval <= 0 {
+		opts.ReloadInterval = time.Second
+	}
+	if opts.MinTLSVersion == 0 {
+		opts.MinTLSVersion = tls.VersionTLS12
+	}
+	if opts.MinTLSVersion < tls.VersionTLS12 {
+		return nil, fmt.Errorf("webhook: MinTLSVersion %#x is older than TLS 1.2", opts.MinTLSVersion)
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		opts: opts,
+		log:  log,
+		mux:  http.NewServeMux(),
+		certs: &certReloader{
+			certFile: filepath.Join(opts.CertDir, "tls.crt"),
+			keyFile:  filepath.Join(opts.CertDir, "tls.key"),
+			interval: opts.ReloadInterval,
+			clock:    clock.OrReal(opts.Clock),
+			log:      log,
+		},
+		paths: map[string]bool{},
+	}
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok"))
+	})
+	return s, nil
+}
+
+// Register serves h at path (such as "/validate-at"), named after the
+// path in metrics and logs. It panics if path is registered twice, or does
+// not start with "/", as http.ServeMux does: both are programming errors.
+func (s *Server) Register(path string, h http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paths[path] {
+		panic("webhook: path registered twice: " + path)
+	}
+	s.paths[path] = true
+	s.mux.Handle("POST "+path, s.observe(path, h))
+}
+
+// Listen binds the listening socket now, so that Addr is known before
+// Start (a test can then inject a URL with the port). Start calls it when
+// it has not been called.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("webhook: listen on %s: %w", s.opts.Addr, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr returns the listening address, or nil before Listen or Start.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Start serves until ctx ends, then stops accepting connections and waits
+// up to ShutdownTimeout for requests in flight. The serving certificate
+// must be readable by the first handshake; a missing or broken one fails
+// handshakes (and is logged), not Start.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("webhook: server already started")
+	}
+	s.closed = true
+	ln := s.ln
+	s.mu.Unlock()
+
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{
+			MinVersion:     s.opts.MinTLSVersion,
+			GetCertificate: s.certs.get,
+			NextProtos:     []string{"h2", "http/1.1"},
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	s.log.Info("webhook server listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("webhook: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-errc
+	if err != nil {
+		return fmt.Errorf("webhook: shutdown: %w", err)
+	}
+	return nil
+}
+
+// observe wraps h to count and time requests.
+func (s *Server) observe(name string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		if s.opts.Metrics != nil {
+			s.opts.Metrics.ObserveWebhook(name, rec.code, time.Since(start))
+		}
+		if rec.code >= 400 {
+			s.log.Warn("webhook request failed", "webhook", name, "code", rec.code)
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// certReloader hands out the serving pair, re-reading the files when their
+// size or modification time changed, at most once per interval. A new pair
+// that does not load (the certificate written, the key not yet) keeps the
+// old one in service and is tried again at the next check.
+type certReloader struct {
+	certFile, keyFile string
+	interval          time.Duration
+	clock             clock.Clock
+	log               *slog.Logger
+
+	mu        sync.Mutex
+	cert      *tls.Certificate
+	stamp     [2]fileStamp
+	lastCheck time.Time
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	if r.cert != nil && now.Sub(r.lastCheck) < r.interval {
+		return r.cert, nil
+	}
+	r.lastCheck = now
+	stamp, err := stamps(r.certFile, r.keyFile)
+	if err == nil && r.cert != nil && stamp == r.stamp {
+		return r.cert, nil
+	}
+	var certPEM, keyPEM []byte
+	if err == nil {
+		certPEM, err = os.ReadFile(r.certFile)
+	}
+	if err == nil {
+		keyPEM, err = os.ReadFile(r.keyFile)
+	}
+	var pair tls.Certificate
+	if err == nil {
+		pair, err = tls.X509KeyPair(certPEM, keyPEM)
+	}
+	if err != nil {
+		if r.cert != nil {
+			r.log.Warn("webhook: new serving certificate not loaded; keeping the old one", "err", err)
+			return r.cert, nil
+		}
+		return nil, fmt.Errorf("webhook: serving certificate: %w", err)
+	}
+	if r.cert != nil && bytes.Equal(r.cert.Certificate[0], pair.Certificate[0]) {
+		r.stamp = stamp
+		return r.cert, nil
+	}
+	r.cert, r.stamp = &pair, stamp
+	r.log.Info("webhook: serving certificate loaded", "file", r.certFile)
+	return r.cert, nil
+}
+
+func stamps(files ...string) ([2]fileStamp, error) {
+	var out [2]fileStamp
+	for i, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return out, err
+		}
+		out[i] = fileStamp{size: st.Size(), mod: st.ModTime()}
+	}
+	return out, nil
+}
