@@ -3,7 +3,8 @@
 # controller-gen writes each API package's deep-copy methods
 # (zz_generated.deepcopy.go), each operator's CRD manifests
 # (config/crd) and its RBAC role from the +kubebuilder:rbac markers
-# (config/rbac/role.yaml, roleName <operator>-operator).
+# (config/rbac/role.yaml, roleName <operator>-operator), and the webhook
+# configurations from +kubebuilder:webhook markers (config/webhook).
 #
 # With --check, it fails when that changed any file: the generated files in
 # the tree were out of date (CI runs this through make test).
@@ -19,7 +20,8 @@ gen="$dir/controller-gen-$CONTROLLER_TOOLS_VERSION"
 
 cd "$root"
 generated() { # every file the generators write, with its hash
-  find examples -path '*/config/crd/*.yaml' -o -path '*/config/rbac/role.yaml' -o -name 'zz_generated.*.go' | sort | xargs -r sha256sum
+  find examples -path '*/config/crd/*.yaml' -o -path '*/config/rbac/role.yaml' -o -path '*/config/webhook/manifests.yaml' \
+    -o -name 'zz_generated.*.go' | sort | xargs -r sha256sum
 }
 before=$(generated)
 
@@ -32,6 +34,9 @@ for cfg in examples/*/config/rbac; do
     "$gen" crd paths="./examples/$op/api/..." output:crd:artifacts:config="examples/$op/config/crd"
   fi
   "$gen" rbac:roleName="$op-operator" paths="./examples/$op/..." output:rbac:artifacts:config="examples/$op/config/rbac"
+  if grep -rqs '+kubebuilder:webhook:' "examples/$op" --include='*.go'; then
+    "$gen" webhook paths="./examples/$op/..." output:webhook:artifacts:config="examples/$op/config/webhook"
+  fi
 done
 
 after=$(generated)

@@ -18,6 +18,7 @@ import (
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/events"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
+	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/manager"
 )
 
@@ -63,11 +64,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Scheme returns a scheme with the At types.
+// Scheme returns a scheme with the At types of both versions.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err) // only a programming error in AddToScheme can fail
+	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, v1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err) // only a programming error in AddToScheme can fail
+		}
 	}
 	return s
 }

@@ -16,3 +16,7 @@ func AddToScheme(s *runtime.Scheme) error {
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
+
+// Hub marks v1alpha1 as the conversion hub: every other version of At
+// converts to and from it (see package webhook).
+func (*At) Hub() {}

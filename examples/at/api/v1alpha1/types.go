@@ -23,9 +23,10 @@ type AtSpec struct {
 	// "2026-11-22T15:04:05Z".
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	Schedule string `json:"schedule"`
-	// Command is run with `sh -c`.
-	// +kubebuilder:validation:MinLength=1
-	Command string `json:"command"`
+	// Command is run with `sh -c`. The operator's defaulting webhook fills
+	// it in when empty.
+	// +optional
+	Command string `json:"command,omitempty"`
 	// Image runs the command. Default busybox:1.37.
 	// +kubebuilder:default="busybox:1.37"
 	// +optional
@@ -50,6 +51,7 @@ type AtStatus struct {
 // At runs a command once, at a scheduled time.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=cnat
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
