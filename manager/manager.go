@@ -22,6 +22,7 @@ import (
 	"github.com/loom-k8s/loom/events"
 	"github.com/loom-k8s/loom/leaderelection"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/webhook"
 )
 
 // Runnable is a part of a program that runs until its context ends.
@@ -159,6 +160,11 @@ func (m *Manager) Factory() *cache.Factory { return m.factory }
 
 // Recorder returns the manager's event recorder (started with the manager).
 func (m *Manager) Recorder() *events.Recorder { return m.recorder }
+
+// WebhookMetrics returns the manager's metrics for webhook servers:
+// set it as webhook.ServerOptions.Metrics, and /metrics shows request
+// counts by code and latencies per webhook.
+func (m *Manager) WebhookMetrics() webhook.Metrics { return m.metrics }
 
 // ControllerOptions returns controller options wired to the manager's
 // metrics and logger; adjust Workers and the rest before passing them to

@@ -20,6 +20,8 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	queues     *prommetrics.Provider
+	webhooks   *prometheus.CounterVec
+	webhookLat *prometheus.HistogramVec
 
 	// Series looked up once per label set, not per reconcile.
 	counters sync.Map // [2]string{controller, outcome} -> prometheus.Counter
@@ -45,7 +47,14 @@ func newMetrics() (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"method", "resource"}),
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.durations, m.requests, m.latency} {
+	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loom_webhook_requests_total", Help: "Webhook requests by webhook (its path) and HTTP status code; codes of 400 and above are errors (a denial is a 200).",
+	}, []string{"webhook", "code"})
+	m.webhookLat = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "loom_webhook_request_duration_seconds", Help: "Time to answer a webhook request.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"webhook"})
+	for _, c := range []prometheus.Collector{m.reconciles, m.durations, m.requests, m.latency, m.webhooks, m.webhookLat} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -74,6 +83,12 @@ func (m *metrics) ObserveReconcile(controller, outcome string, d time.Duration) 
 }
 
 // ObserveRequest implements rest.Observer.
+// ObserveWebhook implements webhook.Metrics.
+func (m *metrics) ObserveWebhook(name string, code int, d time.Duration) {
+	m.webhooks.WithLabelValues(name, strconv.Itoa(code)).Inc()
+	m.webhookLat.WithLabelValues(name).Observe(d.Seconds())
+}
+
 func (m *metrics) ObserveRequest(_ context.Context, info rest.RequestInfo) {
 	res := info.Resource
 	if info.Subresource != "" {
