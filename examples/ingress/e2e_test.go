@@ -102,7 +102,9 @@ func TestIngressEndToEnd(t *testing.T) {
 	svcs, ings, evs := svcClient.Namespace("default"), ingClient.Namespace("default"), evClient.Namespace("default")
 
 	// wantWrites waits until the operator's successful writes to Ingresses
-	// are exactly want: a write it should not have made keeps them apart.
+	// (counted since it started) are exactly want: a write it should not
+	// have made keeps them apart. (One made after the check passes would be
+	// caught by the next check.)
 	wantWrites := func(what string, want map[string]int) {
 		t.Helper()
 		e2e.Eventually(t, "the operator's writes "+what, func() (bool, string) {
@@ -110,23 +112,22 @@ func TestIngressEndToEnd(t *testing.T) {
 			return maps.Equal(got, want), fmt.Sprintf("%v, want %v", got, want)
 		})
 	}
-	ingress := func(name string) func() (*networkingv1.Ingress, bool, string) {
-		return func() (*networkingv1.Ingress, bool, string) {
-			ing, ok, err := ings.GetOptional(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return nil, false, err.Error()
-			}
-			if !ok {
-				return nil, false, "no ingress " + name
-			}
-			return ing, true, describe(ing)
+	// ingress reads the named Ingress live, and says what it saw.
+	ingress := func(name string) (*networkingv1.Ingress, bool, string) {
+		ing, ok, err := ings.GetOptional(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err.Error()
 		}
+		if !ok {
+			return nil, false, "no ingress " + name
+		}
+		return ing, true, describe(ing)
 	}
 	waitIngress := func(what, name string, cond func(*networkingv1.Ingress) bool) *networkingv1.Ingress {
 		t.Helper()
 		var got *networkingv1.Ingress
 		e2e.Eventually(t, what, func() (bool, string) {
-			ing, ok, state := ingress(name)()
+			ing, ok, state := ingress(name)
 			got = ing
 			return ok && cond(ing), state
 		})
@@ -135,7 +136,7 @@ func TestIngressEndToEnd(t *testing.T) {
 	waitGone := func(what, name string) {
 		t.Helper()
 		e2e.Eventually(t, what, func() (bool, string) {
-			_, ok, state := ingress(name)()
+			_, ok, state := ingress(name)
 			return !ok && strings.HasPrefix(state, "no ingress "), state
 		})
 	}
@@ -156,13 +157,11 @@ func TestIngressEndToEnd(t *testing.T) {
 			return false, strings.Join(seen, "; ")
 		})
 	}
-	update := func(name string, mutate func(*corev1.Service)) *corev1.Service {
+	update := func(name string, mutate func(*corev1.Service)) {
 		t.Helper()
-		svc, err := svcs.Mutate(ctx, name, func(s *corev1.Service) error { mutate(s); return nil })
-		if err != nil {
+		if _, err := svcs.Mutate(ctx, name, func(s *corev1.Service) error { mutate(s); return nil }); err != nil {
 			t.Fatal(err)
 		}
-		return svc
 	}
 
 	// An annotated Service gets an Ingress: its name, owned by it, "/" to
@@ -264,7 +263,7 @@ func TestIngressEndToEnd(t *testing.T) {
 		c := seen.Count("default/plain")
 		return c >= 1, strconv.Itoa(c)
 	})
-	if _, ok, state := ingress("plain")(); ok {
+	if _, ok, state := ingress("plain"); ok {
 		t.Errorf("service plain, without the annotation, has an ingress: %s", state)
 	}
 
@@ -307,6 +306,15 @@ func TestIngressEndToEnd(t *testing.T) {
 		t.Errorf("ingress taken: controller %+v, routes %s; want service taken, / Prefix → taken:80", ref, describe(ing))
 	}
 	wantWrites("after someone else's ingress went", map[string]int{"POST": 4, "PATCH": 2, "DELETE": 1})
+
+	// A host that is not a DNS name: a Warning event, and the Ingress
+	// stays as it was rather than go.
+	update("taken", func(s *corev1.Service) { s.Annotations[operator.AnnotationHost] = "Not_A_Host" })
+	waitEvent("taken", corev1.EventTypeWarning, "InvalidIngress")
+	if still, err := ings.Get(ctx, "taken", metav1.GetOptions{}); err != nil || still.ResourceVersion != ing.ResourceVersion {
+		t.Errorf("ingress taken after an invalid host: %v, %v; want it unchanged", err, still)
+	}
+	wantWrites("after an invalid host", map[string]int{"POST": 4, "PATCH": 2, "DELETE": 1})
 
 	// The Service deleted (background propagation, the default): the
 	// garbage collector deletes its Ingress, not the operator.
