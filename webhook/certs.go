@@ -548,7 +548,7 @@ func (c *Certs) renew(now time.Time, force bool) error {
 		if c.leafIssuer != nil && !slices.Contains(c.cas, c.leafIssuer) {
 			c.leafIssuer = nil
 		}
-		if len(c.cas) == 0 || c.cas[0].key == nil || c.cas[0].cert.NotAfter.Sub(now) < c.caRenew {
+		if len(c.cas) == 0 || c.cas[0].key == nil || c.cas[0].cert.NotAfter.Sub(now) <= c.caRenew {
 			ca, err := c.newCA(now)
 			if err != nil {
 				return err
@@ -649,7 +649,7 @@ func (c *Certs) newestSigner() *certsCA {
 // leafDue reports whether the serving certificate has less than
 // RotateBefore left and a renewal by signer would last longer.
 func (c *Certs) leafDue(now time.Time, signer *certsCA) bool {
-	return c.leaf.cert.NotAfter.Sub(now) < c.opts.RotateBefore && signer.cert.NotAfter.After(c.leaf.cert.NotAfter)
+	return c.leaf.cert.NotAfter.Sub(now) <= c.opts.RotateBefore && signer.cert.NotAfter.After(c.leaf.cert.NotAfter)
 }
 
 // nextDue returns when step has something to do next. rot must be held.
