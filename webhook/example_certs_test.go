@@ -1,0 +1,86 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/webhook"
+)
+
+// Certs makes a CA and a serving certificate for the webhook's Service
+// name, and writes them where the server reads them.
+func ExampleCerts() {
+	dir, _ := os.MkdirTemp("", "webhook-certs")
+	defer os.RemoveAll(dir)
+
+	certs, err := webhook.NewCerts(webhook.CertOptions{
+		Dir:      dir,
+		DNSNames: []string{"at-webhook.at-system.svc"},
+		IPs:      []net.IP{net.ParseIP("127.0.0.1")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := certs.Ensure(); err != nil {
+		log.Fatal(err)
+	}
+	for _, name := range []string{webhook.ServingCertFile, webhook.ServingKeyFile, webhook.CABundleFile, webhook.CAKeyFile} {
+		st, _ := os.Stat(filepath.Join(dir, name))
+		fmt.Println(name, st.Mode().Perm())
+	}
+	block, _ := pem.Decode(certs.CABundle())
+	fmt.Println("CA bundle:", block.Type)
+	// Output:
+	// tls.crt -rw-r--r--
+	// tls.key -rw-------
+	// ca.crt -rw-r--r--
+	// ca.key -rw-------
+	// CA bundle: CERTIFICATE
+}
+
+// An operator keeps its webhook certificates fresh and their CA bundle
+// injected into its webhook configurations and CRDs, with no cert-manager:
+// Certs renews, and calls the Injector whenever the bundle changes (and once
+// at start). Add certs to a manager as a runnable, next to the webhook
+// server reading the same folder.
+func ExampleInjector() {
+	ctx := context.Background()
+	cfg, err := config.Load(config.LoadOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	certs, err := webhook.NewCerts(webhook.CertOptions{
+		Dir:      "/tmp/at-webhook-certs",
+		DNSNames: []string{"at-webhook.at-system.svc"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := certs.Ensure(); err != nil {
+		log.Fatal(err)
+	}
+	inj := &webhook.Injector{
+		REST:              rc,
+		ValidatingConfigs: []string{"at-validating"},
+		MutatingConfigs:   []string{"at-mutating"},
+		CRDs:              []string{"ats.cnat.programming-kubernetes.info"},
+		// For a webhook running on this machine (tests, local runs), point
+		// the configurations at it instead of at the in-cluster Service:
+		// URL: "https://127.0.0.1:9443",
+	}
+	certs.OnRotate(func(caBundle []byte) error { return inj.Inject(ctx, caBundle) })
+	if err := certs.Start(ctx); err != nil { // blocks; usually mgr.Add(certs)
+		log.Fatal(err)
+	}
+}
