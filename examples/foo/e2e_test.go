@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -217,6 +218,19 @@ func TestFooEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e2e.Eventually(t, "the Foo example's events", func() (bool, string) {
+		l, err := evs.Namespace("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=example,regarding.kind=Foo"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var notes []string
+		for _, e := range l.Items {
+			notes = append(notes, e.Reason+": "+e.Note)
+		}
+		return slices.Contains(notes, "DeploymentCreated: created deployment example-nginx with 1 replicas") &&
+			slices.Contains(notes, "DeploymentScaled: scaled deployment example-nginx from 1 to 3 replicas") &&
+			slices.Contains(notes, "DeploymentScaled: scaled deployment example-nginx from 3 to 2 replicas"), strings.Join(notes, "; ")
+	})
 	e2e.Eventually(t, "a Warning event ErrResourceExists on the Foo thief", func() (bool, string) {
 		l, err := evs.Namespace("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=thief,regarding.kind=Foo"})
 		if err != nil {
