@@ -144,11 +144,12 @@ type CertOptions struct {
 	// CertValidity is the lifetime of a generated serving certificate
 	// (cut short if its CA expires sooner). Default 90 days.
 	CertValidity time.Duration
-	// RotateBefore: a serving certificate is renewed when less than this
-	// is left of it. Default a third of CertValidity (30 days by
-	// default). A generated CA is renewed when less than CertValidity +
-	// RotateBefore is left of it, so that the certificates it signs are
-	// never cut short; CAValidity must be longer than that.
+	// RotateBefore: a serving certificate is renewed when no more than
+	// this is left of it. Default a third of CertValidity (30 days by
+	// default); it must be shorter than CertValidity. A generated CA is
+	// renewed when no more than CertValidity + RotateBefore is left of it
+	// (120 days by default), so that the certificates it signs are never
+	// cut short; CAValidity must be longer than that.
 	RotateBefore time.Duration
 	// PropagationDelay is how long a changed CA bundle is given to reach
 	// every client, once the OnRotate hooks have published it, before
@@ -350,8 +351,9 @@ func (c *Certs) Ensure() error {
 }
 
 // Rotate renews the serving certificate now, with the CA that is in
-// service, and calls the OnRotate hooks if the bundle changed (or an
-// earlier call of them failed). If a generated CA is due for renewal, it
+// service, and calls the OnRotate hooks if the bundle changed or has not
+// been published yet (a first call, or an earlier call of them failed),
+// returning their error. If a generated CA is due for renewal, it
 // starts the CA rotation: the new CA joins the bundle now, and the serving
 // certificate switches to it PropagationDelay after the hooks published it
 // (done by Start, or by a later Rotate). It returns ErrCertsGiven when the
