@@ -21,11 +21,15 @@ import (
 	"github.com/loom-k8s/loom/webhook"
 )
 
-// cmValidator denies ConfigMaps without data on create, warns on updates
+// cmValidator denies ConfigMaps without data, or with the key
+// "forbidden", on create, warns on updates
 // that drop keys, and refuses the deletion of ConfigMaps labelled keep.
 type cmValidator struct{}
 
 func (cmValidator) ValidateCreate(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
+	if _, ok := cm.Data["forbidden"]; ok {
+		return nil, errors.New("the key \"forbidden\" is not allowed")
+	}
 	if len(cm.Data) == 0 {
 		return webhook.Warnings{"empty"}, apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, cm.Name,
 			field.ErrorList{field.Required(field.NewPath("data"), "a ConfigMap needs data")})
