@@ -46,7 +46,7 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 
-	if err := installCRDs(ctx, cfg, slog.New(slog.DiscardHandler)); err != nil {
+	if err := installCRDs(ctx, cfg, slog.New(slog.DiscardHandler), false); err != nil {
 		return err
 	}
 	say("CRD ats.cnat.programming-kubernetes.info is established")

@@ -55,6 +55,11 @@ func TestAtEndToEnd(t *testing.T) {
 		{"create", "deployments.apps", nil, false},
 		{"update", "leases.coordination.k8s.io", []string{"-n", "at-system"}, true},
 		{"update", "leases.coordination.k8s.io", []string{"-n", "default"}, false},
+		{"update", "customresourcedefinitions.apiextensions.k8s.io/ats.cnat.programming-kubernetes.info", nil, true},
+		{"update", "customresourcedefinitions.apiextensions.k8s.io/foos.example.com", nil, false},
+		{"update", "validatingwebhookconfigurations.admissionregistration.k8s.io/at-validating-webhook-configuration", nil, true},
+		{"update", "validatingwebhookconfigurations.admissionregistration.k8s.io/other", nil, false},
+		{"list", "validatingwebhookconfigurations.admissionregistration.k8s.io", nil, false},
 	} {
 		if got := e2e.CanI(t, env, "at-system", "at-operator", c.verb, c.resource, c.extra...); got != c.want {
 			t.Errorf("at-operator can %s %s %v: %v, want %v", c.verb, c.resource, c.extra, got, c.want)
@@ -65,6 +70,7 @@ func TestAtEndToEnd(t *testing.T) {
 	e2e.Run(t, func(ctx context.Context) error {
 		return operator.Run(ctx, sa, operator.Options{
 			LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "at-system", Name: "at-operator"},
+			Webhooks:       &operator.WebhookOptions{Addr: "127.0.0.1:0", CertDir: t.TempDir(), LocalURL: true},
 			Logger:         testLogger(t),
 		})
 	})
@@ -74,6 +80,7 @@ func TestAtEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	ats = ats.Namespace("default")
+	waitWebhooks(t, ats)
 	due := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
 	created, err := ats.Create(ctx, &v1alpha1.At{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
@@ -155,11 +162,22 @@ func TestAtEndToEnd(t *testing.T) {
 		return apierrors.IsNotFound(errAt) && apierrors.IsNotFound(errPod), "at: " + errString(errAt) + ", pod: " + errString(errPod)
 	})
 
+	// The operator's webhooks: a schedule in the past is refused, a
+	// missing command is filled in.
+	_, err = ats.Create(ctx, &v1alpha1.At{ObjectMeta: metav1.ObjectMeta{Name: "past"},
+		Spec: v1alpha1.AtSpec{Schedule: "2020-01-01T00:00:00Z", Command: "true"}}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "is in the past") {
+		t.Errorf("create with a past schedule: %v, want the validating webhook's refusal", err)
+	}
 	// An At far in the future stays PENDING, with no Pod, and deletes
 	// cleanly.
-	if _, err := ats.Create(ctx, &v1alpha1.At{ObjectMeta: metav1.ObjectMeta{Name: "later"},
-		Spec: v1alpha1.AtSpec{Schedule: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), Command: "true"}}, metav1.CreateOptions{}); err != nil {
+	later, err := ats.Create(ctx, &v1alpha1.At{ObjectMeta: metav1.ObjectMeta{Name: "later"},
+		Spec: v1alpha1.AtSpec{Schedule: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if later.Spec.Command != operator.DefaultCommand {
+		t.Errorf("command %q, want the defaulting webhook's %q", later.Spec.Command, operator.DefaultCommand)
 	}
 	e2e.Eventually(t, "the later At to be PENDING", func() (bool, string) {
 		at, err := ats.Get(ctx, "later", metav1.GetOptions{})
@@ -177,6 +195,18 @@ func TestAtEndToEnd(t *testing.T) {
 	e2e.Eventually(t, "the later At to be gone", func() (bool, string) {
 		_, err := ats.Get(ctx, "later", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), errString(err)
+	})
+}
+
+// waitWebhooks waits until the operator has injected its CA bundle and the
+// API server calls its webhooks (a dry-run create passes them).
+func waitWebhooks(t *testing.T, ats *client.Client[*v1alpha1.At]) {
+	t.Helper()
+	e2e.Eventually(t, "the webhooks to answer", func() (bool, string) {
+		_, err := ats.Create(t.Context(), &v1alpha1.At{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+			Spec: v1alpha1.AtSpec{Schedule: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, errString(err)
 	})
 }
 

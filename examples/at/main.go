@@ -4,7 +4,8 @@
 // Usage:
 //
 //	at [--kubeconfig F] [--context C] [--watch-namespace NS] [--install-crds]
-//	   [--leader-elect] [--health-addr :8081] [--metrics-addr :8080] [-v]
+//	   [--leader-elect] [--health-addr :8081] [--metrics-addr :8080]
+//	   [--webhooks [--webhook-addr :9443] [--cert-dir D] [--webhook-local]] [-v]
 //	at demo [--kubeconfig F] [--in 5s] [--command "echo hello"]
 //
 // Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
@@ -57,6 +58,10 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	elect := fs.Bool("leader-elect", false, "campaign for the Lease at-system/at-operator before running, so replicas take over from each other")
 	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
 	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
+	hooks := fs.Bool("webhooks", false, "serve the validating, defaulting and conversion webhooks, with self-made certificates injected into config/'s webhook configurations and the CRD")
+	hookAddr := fs.String("webhook-addr", ":9443", "where the webhook server listens")
+	certDir := fs.String("cert-dir", "", "where the webhook certificates are kept (default $TMPDIR/at-webhook-certs)")
+	hookLocal := fs.Bool("webhook-local", false, "point the webhooks at https://<webhook-addr> instead of the Service, for an API server that reaches this process directly (local runs)")
 	verbose := fs.Bool("v", false, "log every reconcile")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,11 +72,14 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	log := logger(errOut, *verbose)
 	if *install {
-		if err := installCRDs(ctx, cfg, log); err != nil {
+		if err := installCRDs(ctx, cfg, log, *hooks); err != nil {
 			return err
 		}
 	}
 	opts := operator.Options{Namespace: *ns, HealthAddr: *health, MetricsAddr: *metrics, Logger: log}
+	if *hooks {
+		opts.Webhooks = &operator.WebhookOptions{Addr: *hookAddr, CertDir: *certDir, LocalURL: *hookLocal}
+	}
 	if *elect {
 		opts.LeaderElection = manager.LeaderElection{Enabled: true, Namespace: "at-system", Name: "at-operator"}
 	}
@@ -98,7 +106,9 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// installCRDs installs the embedded CRD; with conversion, its versions
+// convert through the operator's webhook.
+func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, conversion bool) error {
 	rc, err := rest.New(cfg, rest.Options{})
 	if err != nil {
 		return err
@@ -107,6 +117,11 @@ func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger) error
 	crds, err := crd.Read(atconfig.CRDs, "crd/*.yaml")
 	if err != nil {
 		return err
+	}
+	if conversion {
+		for i := range crds {
+			crds[i] = operator.WithConversionWebhook(crds[i])
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -58,6 +58,11 @@ type Options struct {
 	LeaderElection manager.LeaderElection
 	// HealthAddr and MetricsAddr are the manager's; default: not served.
 	HealthAddr, MetricsAddr string
+	// Webhooks, when set, serves the At's validating, defaulting and
+	// conversion webhooks, with certificates the operator makes, renews and
+	// injects itself. Default nil: no webhooks (config/ registers them, so
+	// the API server then refuses At writes: failurePolicy Fail).
+	Webhooks *WebhookOptions
 	// Now is the clock the schedule is compared with. Default time.Now.
 	Now func() time.Time
 	// Logger receives the manager's and controller's logs. Nil: discard.
@@ -91,6 +96,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	}
 	if err := Setup(ctx, mgr, opts.Now); err != nil {
 		return err
+	}
+	if opts.Webhooks != nil {
+		if err := setupWebhooks(ctx, mgr, *opts.Webhooks, opts); err != nil {
+			return err
+		}
 	}
 	return mgr.Start(ctx)
 }

@@ -97,9 +97,13 @@ func ServiceAccount(t *testing.T, env *testenv.Env, ns, name string) config.Conf
 // the operator's role is not broader than it should be.
 func CanI(t *testing.T, env *testenv.Env, ns, sa, verb, resource string, extra ...string) bool {
 	t.Helper()
-	args := append([]string{"auth", "can-i", verb, resource, "--as", "system:serviceaccount:" + ns + ":" + sa}, extra...)
-	out, _ := KubectlErr(env, args...) // "no" exits with 1
-	return strings.TrimSpace(out) == "yes"
+	args := append([]string{"--kubeconfig", env.KubeconfigPath, "auth", "can-i", verb, resource, "--as", "system:serviceaccount:" + ns + ":" + sa}, extra...)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// Only stdout: kubectl may warn on stderr (such as for a cluster-scoped
+	// resource). "no" exits with 1.
+	out, _ := exec.CommandContext(ctx, filepath.Join(testenv.AssetsDir(), "kubectl"), args...).Output()
+	return strings.TrimSpace(string(out)) == "yes"
 }
 
 // Run runs an operator in the background until the test ends, and fails
