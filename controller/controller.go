@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/workqueue"
 )
@@ -30,9 +32,10 @@ type Options struct {
 	QueueMetrics workqueue.MetricsProvider
 	// Metrics observes every reconcile. Nil means none.
 	Metrics Metrics
-	// Logger receives a line per failed reconcile (and per reconcile at
-	// debug level), with the controller, the key and a reconcile ID. Nil
-	// means discard.
+	// Logger receives a line per failed reconcile (an error; an info line
+	// for a 409 Conflict, which is routine), and one per reconcile at debug
+	// level, with the controller, the key and a reconcile ID. Nil means
+	// discard.
 	Logger *slog.Logger
 }
 
@@ -168,9 +171,14 @@ func (c *Controller) next(ctx context.Context) bool {
 		c.queue.Forget(req)
 	}
 	d := time.Since(start)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err != nil && ctx.Err() == nil && apierrors.IsConflict(err):
+		// Normal under optimistic concurrency (the cache was behind a
+		// write): the retry reads fresh state. Not worth an error line.
+		log.Info("reconcile hit a conflict; retrying", "err", err, "duration", d)
+	case err != nil && ctx.Err() == nil:
 		log.Error("reconcile failed", "err", err, "outcome", outcome, "duration", d)
-	} else {
+	default:
 		log.Debug("reconciled", "outcome", outcome, "duration", d, "requeueAfter", res.RequeueAfter)
 	}
 	if c.opts.Metrics != nil {
