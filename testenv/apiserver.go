@@ -9,6 +9,10 @@ import (
 	"strconv"
 )
 
+// frontProxyClientName is the common name of kube-apiserver's proxy client
+// certificate, the only one allowed to assert request headers.
+const frontProxyClientName = "front-proxy-client"
+
 // startAPIServer starts kube-apiserver on a free port, writes the admin
 // kubeconfig and waits for /readyz.
 func (e *Env) startAPIServer(ctx context.Context, bin string) error {
@@ -45,6 +49,15 @@ func (e *Env) startAPIServer(ctx context.Context, bin string) error {
 		// certificate from our CA.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--kubelet-certificate-authority=" + e.path("ca.crt"),
+		// The aggregation layer (see aggregation.go).
+		"--requestheader-client-ca-file=" + e.path("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + e.path("front-proxy-client.crt"),
+		"--proxy-client-key-file=" + e.path("front-proxy-client.key"),
+		"--enable-aggregator-routing=false", // endpoints may not be loopback addresses
 	}
 	if !e.opts.Controllers {
 		// Without kube-controller-manager nobody creates "default" service

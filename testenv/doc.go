@@ -43,4 +43,15 @@
 // system:masters, as a client certificate (AdminCertPEM, used by the written
 // kubeconfig) and as a static bearer token (AdminToken). UserCert issues a
 // certificate for any other user, with no RBAC granted.
+//
+// # Aggregated API servers
+//
+// kube-apiserver runs with the aggregation layer on: a front-proxy CA
+// (FrontProxyCAPEM) and proxy client certificate, and the request-header
+// flags (X-Remote-User, X-Remote-Group, X-Remote-Extra-*).
+// RegisterLocalAPIService points a group version at an HTTPS server on
+// 127.0.0.1 (through an ExternalName Service, since endpoints may not be
+// loopback addresses), and WaitAPIServiceAvailable waits until
+// kube-apiserver has reached it. ServingCert issues the server a
+// certificate for LocalAPIServiceHost, the name kube-apiserver checks.
 package testenv

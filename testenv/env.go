@@ -81,6 +81,15 @@ type Env struct {
 	// AdminToken is a static bearer token for the user "loom-admin-token" in
 	// the group system:masters.
 	AdminToken string
+	// FrontProxyCAPEM is the CA of the aggregation layer: kube-apiserver
+	// presents FrontProxyClientCertPEM (CN front-proxy-client, signed by
+	// this CA) when it proxies a request to an aggregated API server, which
+	// then trusts the X-Remote-User, X-Remote-Group and X-Remote-Extra-*
+	// headers. See RegisterLocalAPIService.
+	FrontProxyCAPEM []byte
+	// FrontProxyClientCertPEM and FrontProxyClientKeyPEM are kube-apiserver's
+	// proxy client certificate.
+	FrontProxyClientCertPEM, FrontProxyClientKeyPEM []byte
 	// PodLogFile is the log of every container on the fake nodes (when
 	// Options.Nodes > 0), in the CRI log format kubelets keep: kwok serves
 	// it for pods/log requests, and follows it. Append to it with
@@ -306,6 +315,15 @@ func (e *Env) writePKI() error {
 	if err != nil {
 		return fmt.Errorf("testenv: admin certificate: %w", err)
 	}
+	fp, err := loadOrCreateCA(e.Dir, "front-proxy-ca", "loom-testenv-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	e.FrontProxyCAPEM = fp.certPEM
+	e.FrontProxyClientCertPEM, e.FrontProxyClientKeyPEM, err = fp.issue(certRequest{cn: frontProxyClientName})
+	if err != nil {
+		return fmt.Errorf("testenv: front-proxy client certificate: %w", err)
+	}
 	saKey, saPub, err := newServiceAccountKey()
 	if err != nil {
 		return fmt.Errorf("testenv: service-account key: %w", err)
@@ -316,13 +334,15 @@ func (e *Env) writePKI() error {
 	}
 	e.AdminToken = base64.RawURLEncoding.EncodeToString(tok)
 	return writeFiles(map[string][]byte{
-		e.path("serving.crt"): serving,
-		e.path("serving.key"): servingKey,
-		e.path("admin.crt"):   e.AdminCertPEM,
-		e.path("admin.key"):   e.AdminKeyPEM,
-		e.path("sa.key"):      saKey,
-		e.path("sa.pub"):      saPub,
-		e.path("tokens.csv"):  []byte(e.AdminToken + ",loom-admin-token,loom-admin-token,\"system:masters\"\n"),
+		e.path("serving.crt"):            serving,
+		e.path("serving.key"):            servingKey,
+		e.path("admin.crt"):              e.AdminCertPEM,
+		e.path("admin.key"):              e.AdminKeyPEM,
+		e.path("front-proxy-client.crt"): e.FrontProxyClientCertPEM,
+		e.path("front-proxy-client.key"): e.FrontProxyClientKeyPEM,
+		e.path("sa.key"):                 saKey,
+		e.path("sa.pub"):                 saPub,
+		e.path("tokens.csv"):             []byte(e.AdminToken + ",loom-admin-token,loom-admin-token,\"system:masters\"\n"),
 	})
 }
 
