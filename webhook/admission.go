@@ -9,11 +9,14 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/loom-k8s/loom/internal/jsondec"
 )
 
 // maxReviewBytes bounds a review's body. The API server limits objects to
@@ -236,10 +239,30 @@ func decode[E any, T interface {
 		return nil, fmt.Errorf("the request has no %s", field)
 	}
 	obj := T(new(E))
-	if err := json.Unmarshal(raw.Raw, obj); err != nil {
+	if err := decodeTyped(raw.Raw, obj); err != nil {
 		return nil, fmt.Errorf("decoding the request's %s into %s: %w", field, reflect.TypeFor[E]().Name(), err)
 	}
 	return obj, nil
+}
+
+var fastTypes sync.Map // reflect.Type → bool
+
+// decodeTyped decodes JSON into obj with internal/jsondec's typed decoder
+// (the semantics of apimachinery's util/json, differential-tested), for
+// types it can plan, and with encoding/json otherwise (types that decode
+// themselves, such as Unstructured).
+func decodeTyped(data []byte, obj any) error {
+	t := reflect.TypeOf(obj)
+	ok, found := fastTypes.Load(t)
+	if !found {
+		ok = t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct &&
+			!t.Implements(reflect.TypeFor[json.Unmarshaler]()) && jsondec.TypedSupported(t.Elem())
+		fastTypes.Store(t, ok)
+	}
+	if ok.(bool) {
+		return jsondec.Decode(data, obj)
+	}
+	return json.Unmarshal(data, obj)
 }
 
 func badObject(err error) *admissionv1.AdmissionResponse {

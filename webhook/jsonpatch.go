@@ -1,13 +1,14 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/loom-k8s/loom/internal/jsondec"
 )
 
 // patchOp is one RFC 6902 operation.
@@ -20,7 +21,9 @@ type patchOp struct {
 // jsonPatch returns the RFC 6902 patch that turns the JSON document from
 // into to, or nil when they are equal. Objects are compared key by key;
 // arrays of the same length element by element, otherwise replaced whole
-// (correct, if not the shortest patch). Numbers are compared as written.
+// (correct, if not the shortest patch). Numbers are compared as int64
+// (integers that fit) or float64 values, as apimachinery's util/json reads
+// them.
 // Without removals, members present in from and missing in to stay.
 func jsonPatch(from, to []byte, removals bool) ([]byte, error) {
 	a, err := decodeJSONValue(from)
@@ -40,13 +43,7 @@ func jsonPatch(from, to []byte, removals bool) ([]byte, error) {
 }
 
 func decodeJSONValue(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return jsondec.Object(data)
 }
 
 func diffJSON(path string, a, b any, removals bool, ops *[]patchOp) {
@@ -107,7 +104,12 @@ func valueOrNull(v any) any {
 	return v
 }
 
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // escapePointer escapes a member name for a JSON pointer (RFC 6901).
 func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return pointerEscaper.Replace(s)
 }
