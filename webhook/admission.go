@@ -67,15 +67,9 @@ func call(ctx context.Context, f AdmissionFunc, req *admissionv1.AdmissionReques
 }
 
 func readReview(r *http.Request) (*admissionv1.AdmissionReview, int, error) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q, want application/json", r.Header.Get("Content-Type"))
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	body, status, err := readBody(r)
 	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the review: %w", err)
-	}
-	if len(body) > maxReviewBytes {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("review larger than %d bytes", maxReviewBytes)
+		return nil, status, err
 	}
 	var review admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &review); err != nil {
@@ -91,6 +85,22 @@ func readReview(r *http.Request) (*admissionv1.AdmissionReview, int, error) {
 		return nil, http.StatusBadRequest, errors.New("the AdmissionReview's request has no uid")
 	}
 	return &review, 0, nil
+}
+
+// readBody reads a review's body: JSON, and at most maxReviewBytes. On
+// error it returns the HTTP status to answer with.
+func readBody(r *http.Request) ([]byte, int, error) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q, want application/json", r.Header.Get("Content-Type"))
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	if err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf("reading the review: %w", err)
+	}
+	if len(body) > maxReviewBytes {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("review larger than %d bytes", maxReviewBytes)
+	}
+	return body, 0, nil
 }
 
 // Allowed answers yes, with optional warnings.

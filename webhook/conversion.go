@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"reflect"
 
@@ -85,15 +83,9 @@ func Conversion(scheme *runtime.Scheme) http.Handler {
 var errInternal = errors.New("internal error")
 
 func readConversionReview(r *http.Request) (*conversionReview, int, error) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q, want application/json", r.Header.Get("Content-Type"))
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	body, status, err := readBody(r)
 	if err != nil {
-		return nil, http.StatusBadRequest, fmt.Errorf("reading the review: %w", err)
-	}
-	if len(body) > maxReviewBytes {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("review larger than %d bytes", maxReviewBytes)
+		return nil, status, err
 	}
 	var review conversionReview
 	if err := json.Unmarshal(body, &review); err != nil {
@@ -215,4 +207,3 @@ func (c *converter) hubFor(gk schema.GroupKind) (Hub, error) {
 	}
 	return obj.(Hub), nil
 }
-

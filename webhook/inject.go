@@ -116,15 +116,11 @@ func (i *Injector) Inject(ctx context.Context, caBundle []byte) error {
 		for _, name := range i.ValidatingConfigs {
 			errs = append(errs, injectInto(ctx, c, "ValidatingWebhookConfiguration", name, opts,
 				func(obj *admissionregistrationv1.ValidatingWebhookConfiguration) (bool, error) {
-					changed := false
+					hooks := make([]hookRef, len(obj.Webhooks))
 					for j := range obj.Webhooks {
-						ch, err := injectClientConfig(&obj.Webhooks[j].ClientConfig, caBundle, base)
-						if err != nil {
-							return false, fmt.Errorf("webhook %q: %w", obj.Webhooks[j].Name, err)
-						}
-						changed = changed || ch
+						hooks[j] = hookRef{obj.Webhooks[j].Name, &obj.Webhooks[j].ClientConfig}
 					}
-					return changed, nil
+					return injectHooks(hooks, caBundle, base)
 				}))
 		}
 	}
@@ -136,15 +132,11 @@ func (i *Injector) Inject(ctx context.Context, caBundle []byte) error {
 		for _, name := range i.MutatingConfigs {
 			errs = append(errs, injectInto(ctx, c, "MutatingWebhookConfiguration", name, opts,
 				func(obj *admissionregistrationv1.MutatingWebhookConfiguration) (bool, error) {
-					changed := false
+					hooks := make([]hookRef, len(obj.Webhooks))
 					for j := range obj.Webhooks {
-						ch, err := injectClientConfig(&obj.Webhooks[j].ClientConfig, caBundle, base)
-						if err != nil {
-							return false, fmt.Errorf("webhook %q: %w", obj.Webhooks[j].Name, err)
-						}
-						changed = changed || ch
+						hooks[j] = hookRef{obj.Webhooks[j].Name, &obj.Webhooks[j].ClientConfig}
 					}
-					return changed, nil
+					return injectHooks(hooks, caBundle, base)
 				}))
 		}
 	}
@@ -292,4 +284,25 @@ func injectCRD(obj *unstructured.Unstructured, caBundle []byte, base string) (bo
 		return false, nil
 	}
 	return true, unstructured.SetNestedMap(obj.Object, cc, "spec", "conversion", "webhook", "clientConfig")
+}
+
+// hookRef is one webhook of a configuration: its name, for errors, and its
+// clientConfig, to change in place.
+type hookRef struct {
+	name string
+	cc   *admissionregistrationv1.WebhookClientConfig
+}
+
+// injectHooks sets the bundle (and URL) of each webhook, and says whether
+// anything changed.
+func injectHooks(hooks []hookRef, caBundle []byte, base string) (bool, error) {
+	changed := false
+	for _, h := range hooks {
+		ch, err := injectClientConfig(h.cc, caBundle, base)
+		if err != nil {
+			return false, fmt.Errorf("webhook %q: %w", h.name, err)
+		}
+		changed = changed || ch
+	}
+	return changed, nil
 }

@@ -191,4 +191,3 @@ func normalize(v any) any {
 	}
 	return out.(map[string]any)["v"]
 }
-
