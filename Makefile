@@ -58,7 +58,7 @@ demo: assets build
 	trap 'bin/loom dev down --state-dir "$$state" >/dev/null 2>&1 || true; wait $$up || true; rm -rf "$$state"' EXIT; \
 	echo "$$ loom dev up --with-controllers --nodes 1"; \
 	bin/loom dev status --state-dir "$$state" --wait 3m; \
-	echo; echo "$$ at demo   # install the CRD, run the operator, create an At due in 5s"; \
+	echo; echo "$$ at demo   # install the CRD and webhooks, run the operator, create an At due in 5s"; \
 	bin/at-example demo --kubeconfig "$$state/kubeconfig" --in 5s; \
 	echo; echo "$$ loom get ats -o wide"; \
 	bin/loom get ats -o wide --kubeconfig "$$state/kubeconfig"; \

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,18 +47,24 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 
-	if err := installCRDs(ctx, cfg, slog.New(slog.DiscardHandler), false); err != nil {
+	if err := installCRDs(ctx, cfg, slog.New(slog.DiscardHandler), true); err != nil {
 		return err
 	}
-	say("CRD ats.cnat.programming-kubernetes.info is established")
+	say("CRD ats.cnat.programming-kubernetes.info is established (v1alpha1 and v1beta1, converted by the operator's webhook)")
 
 	// The operator runs in this process, with its logs on stderr at warning
 	// level so the demo's lines stay readable.
+	certDir, err := os.MkdirTemp("", "at-demo-certs")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(certDir)
 	opCtx, stopOperator := context.WithCancel(ctx)
 	opDone := make(chan error, 1)
 	go func() {
 		opDone <- operator.Run(opCtx, cfg, operator.Options{
-			Logger: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Webhooks: &operator.WebhookOptions{Addr: "127.0.0.1:0", CertDir: certDir, LocalURL: true},
+			Logger:   slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 	}()
 	defer func() {
@@ -82,6 +89,10 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := waitGone(ctx, ats, *name); err != nil {
 		return err
 	}
+	if err := waitWebhooks(ctx, ats); err != nil {
+		return err
+	}
+	say("webhooks answer (validation, defaulting, conversion; certificates made by the operator)")
 	due := time.Now().Add(*in).UTC().Truncate(time.Second)
 	at := &v1alpha1.At{
 		ObjectMeta: metav1.ObjectMeta{Name: *name},
@@ -135,6 +146,24 @@ func podNote(at *v1alpha1.At) string {
 		}
 	}
 	return ""
+}
+
+// waitWebhooks waits until the API server calls the operator's webhooks:
+// the operator injects their CA bundle as it starts.
+func waitWebhooks(ctx context.Context, ats *client.Client[*v1alpha1.At]) error {
+	for {
+		probe := &v1alpha1.At{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+			Spec: v1alpha1.AtSpec{Schedule: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}
+		_, err := ats.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the webhooks never answered: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // waitGone waits until an earlier run's At, deleted just before, is gone

@@ -24,15 +24,20 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/crd"
 	atconfig "github.com/loom-k8s/loom/examples/at/config"
 	"github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func main() {
@@ -54,7 +59,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	var conn config.Flags
 	conn.Register(fs)
 	ns := fs.String("watch-namespace", "", "only handle At objects in this namespace (default: all)")
-	install := fs.Bool("install-crds", false, "install (or update) the At CRD at start and wait until it is established")
+	install := fs.Bool("install-crds", false, "install (or update) the At CRD at start and wait until it is established (with --webhooks, the webhook configurations too)")
 	elect := fs.Bool("leader-elect", false, "campaign for the Lease at-system/at-operator before running, so replicas take over from each other")
 	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
 	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
@@ -106,9 +111,10 @@ func logger(w io.Writer, verbose bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// installCRDs installs the embedded CRD; with conversion, its versions
-// convert through the operator's webhook.
-func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, conversion bool) error {
+// installCRDs installs the embedded CRD. With webhooks, its versions
+// convert through the operator's webhook, and the webhook configurations
+// are installed too.
+func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, webhooks bool) error {
 	rc, err := rest.New(cfg, rest.Options{})
 	if err != nil {
 		return err
@@ -118,12 +124,61 @@ func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, conve
 	if err != nil {
 		return err
 	}
-	if conversion {
+	if webhooks {
+		live, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: crd.Resource})
+		if err != nil {
+			return err
+		}
 		for i := range crds {
 			crds[i] = operator.WithConversionWebhook(crds[i])
+			// Keep a conversion stanza already there: the Injector may have
+			// pointed it at a URL, and applying the Service form again
+			// would leave both, which the API server refuses.
+			cur, ok, err := live.GetOptional(ctx, crds[i].GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if conv, found, _ := unstructured.NestedMap(curObject(cur, ok), "spec", "conversion"); found && conv["strategy"] == "Webhook" {
+				_ = unstructured.SetNestedMap(crds[i].Object, conv, "spec", "conversion")
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return crd.Install(ctx, rc, crds, crd.Options{FieldManager: "at-operator", Logger: log})
+	if err := crd.Install(ctx, rc, crds, crd.Options{FieldManager: "at-operator", Logger: log}); err != nil {
+		return err
+	}
+	if !webhooks {
+		return nil
+	}
+	configs, err := atconfig.WebhookConfigurations()
+	if err != nil {
+		return err
+	}
+	for _, obj := range configs {
+		gvk := obj.GroupVersionKind()
+		res := client.Resource{Kind: gvk, Resource: gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s")}
+		c, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: res})
+		if err != nil {
+			return err
+		}
+		// Created once, never re-applied: the Injector owns the clientConfig
+		// afterwards (a URL instead of the Service, for local runs).
+		_, err = c.Create(ctx, obj, metav1.CreateOptions{FieldManager: "at-operator"})
+		switch {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
+			return fmt.Errorf("at: installing %s %s: %w", gvk.Kind, obj.GetName(), err)
+		default:
+			log.Info("created webhook configuration", "kind", gvk.Kind, "name", obj.GetName())
+		}
+	}
+	return nil
+}
+
+func curObject(u *unstructured.Unstructured, ok bool) map[string]any {
+	if !ok || u == nil {
+		return nil
+	}
+	return u.Object
 }

@@ -54,7 +54,9 @@ func TestAtWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	alpha, beta = alpha.Namespace("default"), beta.Namespace("default")
-	waitWebhooks(t, alpha)
+	if err := waitWebhooks(ctx, alpha); err != nil {
+		t.Fatal(err)
+	}
 
 	// Written as v1alpha1, read as v1beta1, written back as v1beta1, read
 	// as v1alpha1: the same spec, character for character.

@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -159,7 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	}
 	ats, pods := r.Ats.Namespace(at.Namespace), r.Pods.Namespace(at.Namespace)
 	if at.DeletionTimestamp != nil {
-		return controller.Result{}, r.finalize(ctx, at)
+		return r.finalize(ctx, at)
 	}
 	if !controller.HasFinalizer(at, Finalizer) {
 		next := at.DeepCopy()
@@ -232,31 +231,29 @@ func (r *Reconciler) createPod(ctx context.Context, pods *client.Client[*corev1.
 	return err
 }
 
-// finalize deletes the At's Pod, waits until it is gone, then lets the At
-// go by removing the finalizer.
-func (r *Reconciler) finalize(ctx context.Context, at *v1alpha1.At) error {
+// finalize deletes the At's Pod, and once it is gone lets the At go by
+// removing the finalizer. The Pod's deletion brings the At back here (the
+// Pod informer's Owns); a requeue after a few seconds is the fallback.
+func (r *Reconciler) finalize(ctx context.Context, at *v1alpha1.At) (controller.Result, error) {
 	if !controller.HasFinalizer(at, Finalizer) {
-		return nil
+		return controller.Result{}, nil
 	}
-	pods := r.Pods.Namespace(at.Namespace)
-	err := pods.Delete(ctx, podName(at), metav1.DeleteOptions{})
+	err := r.Pods.Namespace(at.Namespace).Delete(ctx, podName(at), metav1.DeleteOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return err
+		return controller.Result{}, err
 	default:
 		r.Events.Event(at, corev1.EventTypeNormal, "Stopping", "deleting pod "+podName(at)+" before the At goes")
-		return errPodStopping // the Pod's deletion reconciles us again; this is the fallback
+		return controller.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	next := at.DeepCopy()
 	controller.RemoveFinalizer(next, Finalizer)
 	_, err = r.Ats.Namespace(at.Namespace).Update(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return controller.Result{}, nil
 	}
-	return err
+	return controller.Result{}, err
 }
-
-var errPodStopping = errors.New("waiting for the pod to be deleted")
 
 var _ controller.Reconciler = (*Reconciler)(nil)
