@@ -1,0 +1,35 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/examples/custom-apiserver/apis/restaurant"
+)
+
+// SchemeGroupVersion is restaurant.programming-kubernetes.info/v1beta1.
+var SchemeGroupVersion = schema.GroupVersion{Group: restaurant.GroupName, Version: "v1beta1"}
+
+// AddToScheme registers the types, their defaults and their conversions to
+// and from the internal version.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(SchemeGroupVersion, &Pizza{}, &PizzaList{}, &Topping{}, &ToppingList{}, &PizzaPrice{})
+	metav1.AddToGroupVersion(s, SchemeGroupVersion)
+	s.AddTypeDefaultingFunc(&Pizza{}, func(o any) { SetDefaultsPizza(o.(*Pizza)) })
+	s.AddTypeDefaultingFunc(&PizzaList{}, func(o any) {
+		for i := range o.(*PizzaList).Items {
+			SetDefaultsPizza(&o.(*PizzaList).Items[i])
+		}
+	})
+	return registerConversions(s)
+}
+
+// SetDefaultsPizza gives each topping without a quantity one portion.
+func SetDefaultsPizza(p *Pizza) {
+	for i := range p.Spec.Toppings {
+		if p.Spec.Toppings[i].Quantity == 0 {
+			p.Spec.Toppings[i].Quantity = 1
+		}
+	}
+}
