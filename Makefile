@@ -12,7 +12,7 @@ ASSETS := $(or $(LOOM_ASSETS),$(CACHE)/loom/kube-$(KUBE_VERSION)_etcd-$(ETCD_VER
 KUBECTL := $(ASSETS)/kubectl
 
 # Every Go module in the repository; the core first.
-MODULES := . bench tools
+MODULES := . bench tools examples/custom-apiserver
 
 .PHONY: all assets build generate check-generate test vet demo chaos clean
 
@@ -45,7 +45,7 @@ check-generate: assets
 ## test: vet, the generated-files check, then race-enabled tests in every
 ## module (tools/ has no tests).
 test: assets vet check-generate
-	@set -e; for m in . bench; do if $(call has_pkgs,$$m); then echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...); fi; done
+	@set -e; for m in . bench examples/custom-apiserver; do if $(call has_pkgs,$$m); then echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...); fi; done
 
 ## demo: the At operator on a local cluster: brings up `loom dev` (controllers,
 ## scheduler, one fake node), installs the At CRD, runs the operator, creates
