@@ -102,16 +102,20 @@ func adminREST(t *testing.T) *rest.Client {
 	return injectREST(t)
 }
 
-// namespace makes a namespace for one test; webhooks are scoped to it.
-func namespace(t *testing.T, rc *rest.Client, name string) {
+// namespace makes a namespace for one test (a fresh name, so -count=N
+// works on the shared control plane) and returns its name; webhooks are
+// scoped to it.
+func namespace(t *testing.T, rc *rest.Client, prefix string) string {
 	t.Helper()
 	nss, err := client.For[corev1.Namespace](t.Context(), rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nss.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	ns, err := nss.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return ns.Name
 }
 
 // registerWebhooks creates a validating and a mutating configuration for
@@ -185,8 +189,7 @@ func waitServed(t *testing.T, cms *client.Client[*corev1.ConfigMap], labels map[
 func TestServerThroughAPIServer(t *testing.T) {
 	env := shared.Env(t)
 	rc := adminREST(t)
-	const ns = "webhook-served"
-	namespace(t, rc, ns)
+	ns := namespace(t, rc, "webhook-served")
 	r := startServer(t)
 	labels := map[string]string{"webhooked": "yes"}
 	registerWebhooks(t, rc, ns, r.url, r.certs.CABundle(), admissionregistrationv1.Fail, labels)
@@ -280,8 +283,7 @@ func httpsClient(t *testing.T, bundle []byte, fresh bool) *http.Client {
 // serving certificate is renewed every few calls. None may fail.
 func TestRotationDuringAdmissionStream(t *testing.T) {
 	rc := adminREST(t)
-	const ns = "webhook-rotation"
-	namespace(t, rc, ns)
+	ns := namespace(t, rc, "webhook-rotation")
 	r := startServer(t)
 	labels := map[string]string{"webhooked": "yes"}
 	registerWebhooks(t, rc, ns, r.url, r.certs.CABundle(), admissionregistrationv1.Fail, labels)
@@ -362,8 +364,7 @@ func TestRotationDuringAdmissionStream(t *testing.T) {
 // the request and an Ignore webhook lets it through.
 func TestFailurePolicy(t *testing.T) {
 	rc := adminREST(t)
-	const ns = "webhook-down"
-	namespace(t, rc, ns)
+	ns := namespace(t, rc, "webhook-down")
 	r := startServer(t)
 	failLabels := map[string]string{"policy": "fail"}
 	ignoreLabels := map[string]string{"policy": "ignore"}
