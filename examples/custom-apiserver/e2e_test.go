@@ -165,7 +165,7 @@ func TestRestaurant(t *testing.T) {
 		Kubeconfig:   writeFile(t, dir, "server.kubeconfig", kc),
 		Storage:      "file:" + filepath.Join(dir, "state.json"),
 		CertDir:      filepath.Join(dir, "certs"),
-		ServingHosts: []string{testenv.LocalAPIServiceHost(group)},
+		ServingHosts: []string{testenv.LocalAPIServiceHost(group), serviceHost},
 	}
 	srv := start(t, opts, 0)
 	for _, v := range []string{"v1beta1", "v1alpha1"} {
@@ -424,6 +424,27 @@ spec: {toppings: [{name: tomato}, {name: salami, quantity: 3}]}
 		if code != http.StatusUnauthorized && code != http.StatusForbidden {
 			t.Fatalf("anonymous straight to the server: %d", code)
 		}
+	})
+
+	t.Run("register as main --register does", func(t *testing.T) {
+		if err := register(t.Context(), admin, srv.port, opts.CertDir); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustKubectl(t, admin, "", "get", "apiservice", "v1beta1."+group, "-o", "jsonpath={.spec.service.name}"); got != serviceName {
+			t.Fatalf("APIService points to %q", got)
+		}
+		for _, v := range []string{"v1beta1", "v1alpha1"} {
+			if err := env.WaitAPIServiceAvailable(t.Context(), group, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "pizzas through the new Service", time.Minute, func() error {
+			out, err := kubectl(t, admin, "", "get", "pizza", "double-mozzarella", "-o", "name")
+			if err != nil || !strings.Contains(out, "double-mozzarella") {
+				return fmt.Errorf("%q %v", out, err)
+			}
+			return nil
+		})
 	})
 
 	t.Run("loom get", func(t *testing.T) {

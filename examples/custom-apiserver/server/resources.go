@@ -150,7 +150,7 @@ type PriceREST struct {
 }
 
 var (
-	_ rest.Getter = (*PriceREST)(nil)
+	_ rest.Getter  = (*PriceREST)(nil)
 	_ rest.Storage = (*PriceREST)(nil)
 )
 
