@@ -54,12 +54,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 			}))
 		}
 		defs[p+"Pizza"] = def(root("A Pizza is an order of toppings.", ref, objectMeta, map[string]spec.Schema{
-			"spec": refTo(ref, p+"PizzaSpec", "What was ordered."),
+			"spec": refTo(ref, p+"PizzaSpec", ""),
 		}), objectMeta, p+"PizzaSpec")
 		defs[p+"PizzaSpec"] = def(object("What was ordered.", nil, map[string]spec.Schema{"toppings": pizzaToppings}), specDeps...)
 		defs[p+"PizzaList"] = def(list("A list of Pizzas.", ref, p+"Pizza"), listMeta, p+"Pizza")
 		defs[p+"Topping"] = def(root("A Topping goes on pizzas, at a cost per portion.", ref, objectMeta, map[string]spec.Schema{
-			"spec": refTo(ref, p+"ToppingSpec", "The topping's price."),
+			"spec": refTo(ref, p+"ToppingSpec", ""),
 		}), objectMeta, p+"ToppingSpec")
 		defs[p+"ToppingSpec"] = def(object("The topping's price.", []string{"cost"}, map[string]spec.Schema{
 			"cost": number("Cost of one portion, in euros."),
