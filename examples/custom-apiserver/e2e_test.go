@@ -450,6 +450,7 @@ spec: {toppings: [{name: tomato}, {name: salami, quantity: 3}]}
 	t.Run("loom get", func(t *testing.T) {
 		bin := filepath.Join(t.TempDir(), "loom")
 		build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/loom-k8s/loom/cmd/loom")
+		build.Dir = "../.." // the core module, with its own dependency versions
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go build loom: %v\n%s", err, out)
 		}
