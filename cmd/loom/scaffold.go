@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"go/format"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"text/template"
+	"time"
+	"unicode"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/loom-k8s/loom/testenv"
+)
+
+// The project templates: scaffold/init for `loom init`, scaffold/api for
+// `loom create api`, scaffold/webhook for `loom create webhook`. They are
+// text/template files with [[ ]] as delimiters, so that Helm's and Go's own
+// braces pass through untouched. A file's path under its folder is its
+// path in the project, itself a template, with ".tmpl" removed.
+//
+//go:embed all:scaffold
+var scaffoldFS embed.FS
+
+func init() {
+	commands["init"] = command{"start an operator project on Loom (as kubebuilder init)", runInit}
+	commands["create"] = command{"add an API (types, controller, e2e test) or its webhooks to a project", runCreate}
+}
+
+// projectFile records what `loom init` was given, for `loom create`.
+const projectFile = "PROJECT"
+
+// project is what the templates see.
+type project struct {
+	Domain  string `json:"domain"`
+	Repo    string `json:"repo"`
+	Name    string `json:"projectName"`
+	License string `json:"license"`
+
+	Namespace      string `json:"-"` // where the operator runs: <name>-system
+	LoomVersion    string `json:"-"`
+	GoVersion      string `json:"-"`
+	AssetsVersions string `json:"-"` // the cache folder name testenv looks in
+	ToolsVersion   string `json:"-"` // controller-gen's
+	Year           int    `json:"-"`
+
+	// For create api and create webhook.
+	Group, Version, Kind string
+	Plural, Lower        string // "memcacheds", "memcached"
+	FullGroup            string // group.domain
+	Namespaced           bool
+}
+
+// loomVersion is the version of the loom module this binary was built
+// from, when the build knows it (go install of a tagged version), else "".
+func loomVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || bi.Main.Path != "github.com/loom-k8s/loom" {
+		return ""
+	}
+	if v := bi.Main.Version; strings.HasPrefix(v, "v") {
+		return v
+	}
+	return ""
+}
+
+// controllerToolsVersion is the controller-gen the generated Makefile runs:
+// the one Loom pins in testenv/versions.env (a test checks they agree), so
+// that Loom's build of it in the assets folder can be reused.
+const controllerToolsVersion = "v0.21.0"
+
+// placeholderVersion stands for an unknown loom version in a new go.mod;
+// a replace directive must then point at a checkout.
+const placeholderVersion = "v0.0.0-00010101000000-000000000000"
+
+func fill(p *project) {
+	p.Namespace = p.Name + "-system"
+	p.LoomVersion = loomVersion()
+	if p.LoomVersion == "" {
+		p.LoomVersion = placeholderVersion
+	}
+	p.GoVersion = "1.26.0"
+	v := testenv.PinnedVersions()
+	p.AssetsVersions = fmt.Sprintf("kube-%s_etcd-%s_kwok-%s", v.Kube, v.Etcd, v.Kwok)
+	p.ToolsVersion = controllerToolsVersion
+	p.Year = time.Now().Year()
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+func runInit(_ context.Context, args []string, out, _ io.Writer) error {
+	fs := flag.NewFlagSet("loom init", flag.ContinueOnError)
+	domain := fs.String("domain", "", "the domain of the project's API groups, such as example.com (required)")
+	repo := fs.String("repo", "", "the Go module path, such as github.com/example/memcached-operator (required)")
+	license := fs.String("license", "apache2", "the license: apache2 or none")
+	dir := fs.String("dir", ".", "the project folder (made if missing)")
+	name := fs.String("project-name", "", "the operator's name, a DNS label (default: the last element of --repo)")
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(out, "Usage: loom init --domain D --repo MODULE [flags]\n\nStarts an operator project on Loom: go.mod, main.go, Makefile, config/ (kustomize), chart/ (Helm).\nExisting files are never overwritten.\n\n%s", flagUsage(fs))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return fmt.Errorf("%w: loom init takes no arguments, got %q", errUsage, pos)
+	case *domain == "" || *repo == "":
+		return fmt.Errorf("%w: loom init needs --domain and --repo", errUsage)
+	case *license != "apache2" && *license != "none":
+		return fmt.Errorf("%w: --license %q: want apache2 or none", errUsage, *license)
+	}
+	p := project{Domain: *domain, Repo: *repo, License: *license, Name: *name}
+	if p.Name == "" {
+		p.Name = strings.ToLower(strings.ReplaceAll(filepath.Base(*repo), "_", "-"))
+	}
+	if !dnsLabel.MatchString(p.Name) || len(p.Name) > 50 {
+		return fmt.Errorf("%w: project name %q is not a DNS label of at most 50 characters; set --project-name", errUsage, p.Name)
+	}
+	fill(&p)
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	if err := render(out, *dir, "init", p, func(path string) bool {
+		return path != "LICENSE" || p.License == "apache2"
+	}); err != nil {
+		return err
+	}
+	rec, _ := yaml.Marshal(p)
+	if err := writeNew(out, *dir, projectFile, append([]byte("# What `loom init` was given; `loom create` reads it.\n"), rec...)); err != nil {
+		return err
+	}
+	if p.LoomVersion == placeholderVersion {
+		fmt.Fprintf(out, "\nThis loom is a development build: point the project at your Loom checkout before building it:\n  go mod edit -replace github.com/loom-k8s/loom=/path/to/loom\n")
+	}
+	fmt.Fprintf(out, "\nNext: loom create api --group G --version V --kind K, then go mod tidy && make generate test\n")
+	return nil
+}
+
+func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 || (args[0] != "api" && args[0] != "webhook") {
+		return fmt.Errorf("%w: loom create needs api or webhook", errUsage)
+	}
+	what := args[0]
+	fs := flag.NewFlagSet("loom create "+what, flag.ContinueOnError)
+	group := fs.String("group", "", "the API group's first label, such as cache (the group is GROUP.DOMAIN) (required)")
+	version := fs.String("version", "", "the API version, such as v1alpha1 (required)")
+	kind := fs.String("kind", "", "the kind, such as Memcached (required)")
+	namespaced := fs.Bool("namespaced", true, "objects of the kind live in namespaces (false: cluster-scoped)")
+	plural := fs.String("plural", "", "the resource name (default: the kind in lower case, plural)")
+	dir := fs.String("dir", ".", "the project folder (where `loom init` wrote PROJECT)")
+	pos, err := parse(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(out, "Usage: loom create %s --group G --version V --kind K [flags]\n\nExisting files are never overwritten.\n\n%s", what, flagUsage(fs))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: loom create %s takes no arguments, got %q", errUsage, what, pos)
+	}
+	if *group == "" || *version == "" || *kind == "" {
+		return fmt.Errorf("%w: loom create %s needs --group, --version and --kind", errUsage, what)
+	}
+	if !dnsLabel.MatchString(*group) {
+		return fmt.Errorf("%w: --group %q is not a DNS label", errUsage, *group)
+	}
+	if !regexp.MustCompile(`^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$`).MatchString(*version) {
+		return fmt.Errorf("%w: --version %q is not a Kubernetes API version (v1, v1beta1, v2alpha3...)", errUsage, *version)
+	}
+	if !regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`).MatchString(*kind) {
+		return fmt.Errorf("%w: --kind %q must be an exported Go identifier in CamelCase, such as Memcached", errUsage, *kind)
+	}
+	data, err := os.ReadFile(filepath.Join(*dir, projectFile))
+	if err != nil {
+		return fmt.Errorf("reading the project (run loom init first, or pass --dir): %w", err)
+	}
+	var p project
+	if err := yaml.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf("%s: %w", projectFile, err)
+	}
+	fill(&p)
+	p.Group, p.Version, p.Kind, p.Namespaced = *group, *version, *kind, *namespaced
+	p.Lower = strings.ToLower(*kind)
+	p.Plural = *plural
+	if p.Plural == "" {
+		p.Plural = pluralize(p.Lower)
+	}
+	p.FullGroup = p.Group + "." + p.Domain
+	if what == "webhook" {
+		if _, err := os.Stat(filepath.Join(*dir, "api", p.Version, p.Lower+"_types.go")); err != nil {
+			return fmt.Errorf("no API for %s: run loom create api with the same --group, --version and --kind first", p.Kind)
+		}
+	}
+	if err := render(out, *dir, what, p, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nNext: make generate test\n")
+	return nil
+}
+
+// render writes every template under scaffold/<set> into dir, skipping
+// (and listing) files that exist and those keep rejects.
+func render(out io.Writer, dir, set string, p project, keep func(path string) bool) error {
+	root := "scaffold/" + set
+	return fs.WalkDir(scaffoldFS, root, func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel := strings.TrimSuffix(strings.TrimPrefix(name, root+"/"), ".tmpl")
+		path, err := execute(rel, rel, p)
+		if err != nil {
+			return err
+		}
+		if keep != nil && !keep(string(path)) {
+			return nil
+		}
+		src, err := scaffoldFS.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		body, err := execute(name, string(src), p)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(string(path), ".go") {
+			if body, err = format.Source(body); err != nil {
+				return fmt.Errorf("template %s: %w", name, err)
+			}
+		}
+		return writeNew(out, dir, string(path), body)
+	})
+}
+
+func execute(name, text string, p project) ([]byte, error) {
+	t, err := template.New(name).Delims("[[", "]]").Option("missingkey=error").Funcs(template.FuncMap{
+		"title": func(s string) string {
+			r := []rune(s)
+			r[0] = unicode.ToUpper(r[0])
+			return string(r)
+		},
+	}).Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("template %s: %w", name, err)
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, p); err != nil {
+		return nil, fmt.Errorf("template %s: %w", name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// writeNew writes dir/path unless it exists: re-running never overwrites
+// what the user may have changed.
+func writeNew(out io.Writer, dir, path string, body []byte) error {
+	full := filepath.Join(dir, filepath.FromSlash(path))
+	if _, err := os.Lstat(full); err == nil {
+		fmt.Fprintf(out, "skipped: %s (exists)\n", path)
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "created: %s\n", path)
+	return nil
+}
+
+// pluralize is the English plural of a lower-case kind, as kubebuilder
+// makes it for the common cases; --plural overrides it.
+func pluralize(s string) string {
+	switch {
+	case strings.HasSuffix(s, "s"), strings.HasSuffix(s, "x"), strings.HasSuffix(s, "z"),
+		strings.HasSuffix(s, "ch"), strings.HasSuffix(s, "sh"):
+		return s + "es"
+	case strings.HasSuffix(s, "y") && len(s) > 1 && !strings.ContainsRune("aeiou", rune(s[len(s)-2])):
+		return s[:len(s)-1] + "ies"
+	}
+	return s + "s"
+}
