@@ -64,6 +64,7 @@ type Store struct {
 	history  []watch.Event // the last historySize events, oldest first
 	since    uint64        // events after this resourceVersion are all in history
 	watchers map[*watcher]struct{}
+	closed   bool // Destroy was called: no new watches
 }
 
 var (
@@ -90,10 +91,12 @@ func (s *Store) NamespaceScoped() bool   { return s.Namespaced }
 func (s *Store) GetSingularName() string { return s.Singular }
 func (s *Store) ShortNames() []string    { return s.Resource.ShortNames }
 
-// Destroy ends every watch.
+// Destroy ends every watch and refuses new ones (503), so that a server
+// shutting down is not held by watches that clients open meanwhile.
 func (s *Store) Destroy() {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
+	s.closed = true
 	for w := range s.watchers {
 		w.closeLocked()
 	}

@@ -386,3 +386,19 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestDestroyEndsAndRefusesWatches(t *testing.T) {
+	_, pizzas, _ := newBackend(t, "")
+	ctx := inNS("default")
+	w, err := pizzas.Watch(ctx, &metainternalversion.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pizzas.Destroy()
+	if _, ok := <-w.ResultChan(); ok {
+		t.Fatal("watch still open after Destroy")
+	}
+	if _, err := pizzas.Watch(ctx, &metainternalversion.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("watch after Destroy: %v, want 503", err)
+	}
+}

@@ -133,6 +133,9 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 	f := s.filterFor(ctx, opts)
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
+	if s.closed {
+		return nil, apierrors.NewServiceUnavailable("the server is shutting down")
+	}
 
 	var initial []watch.Event
 	rvString := ""
