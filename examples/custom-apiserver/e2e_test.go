@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -348,32 +349,8 @@ spec: {toppings: [{name: tomato}, {name: salami, quantity: 3}]}
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(testenv.AssetsDir(), "kubectl"), "--kubeconfig", admin,
 			"get", "pizzas", "--watch-only", "-o", "name")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		lines := startLines(t, cmd)
 		defer func() { cancel(); _ = cmd.Wait() }()
-		lines := make(chan string, 10)
-		go func() {
-			b := make([]byte, 4096)
-			var acc string
-			for {
-				n, err := out.Read(b)
-				acc += string(b[:n])
-				for strings.Contains(acc, "\n") {
-					i := strings.Index(acc, "\n")
-					lines <- acc[:i]
-					acc = acc[i+1:]
-				}
-				if err != nil {
-					close(lines)
-					return
-				}
-			}
-		}()
 		// kubectl may not be watching yet: create pizzas until one shows up.
 		deadline := time.After(time.Minute)
 		for i := 0; ; i++ {
@@ -465,6 +442,38 @@ spec: {toppings: [{name: tomato}, {name: salami, quantity: 3}]}
 			want := dropAge(mustKubectl(t, admin, "", append([]string{"get"}, args...)...))
 			if got := dropAge(loom(args...)); got != want {
 				t.Errorf("loom get %v:\n%s\nkubectl:\n%s", args, got, want)
+			}
+		}
+		// loom get -w follows the group through the aggregator.
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "get", "--kubeconfig", admin, "pizzas", "-w")
+		lines := startLines(t, cmd)
+		defer func() { cancel(); _ = cmd.Wait() }()
+		seen := map[string]bool{}
+		deadline := time.After(time.Minute)
+		for i := 0; !seen[fmt.Sprintf("loom-watched-%d", i-1)] || i == 0; i++ {
+			name := fmt.Sprintf("loom-watched-%d", i)
+			mustKubectl(t, admin, `{"apiVersion":"`+group+`/v1alpha1","kind":"Pizza","metadata":{"name":"`+name+`"},"spec":{"toppings":["salami","salami"]}}`, "create", "-f", "-")
+			wait := time.After(2 * time.Second)
+		read:
+			for {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						t.Fatal("loom get -w ended")
+					}
+					if f := strings.Fields(l); len(f) >= 2 && strings.HasPrefix(f[0], "loom-watched-") {
+						if f[1] != "salami×2" {
+							t.Fatalf("loom get -w printed %q", l)
+						}
+						seen[f[0]] = true
+					}
+				case <-wait:
+					break read
+				case <-deadline:
+					t.Fatalf("loom get -w printed no new pizza in a minute (saw %v)", seen)
+				}
 			}
 		}
 	})
@@ -655,6 +664,27 @@ func direct(t *testing.T, env *testenv.Env, srv *restaurantServer, user, path st
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// startLines starts cmd and sends each line of its output.
+func startLines(t *testing.T, cmd *exec.Cmd) <-chan string {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
 }
 
 // dropAge removes the AGE column (the last one) of a table, which differs
