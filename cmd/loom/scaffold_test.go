@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loom-k8s/loom/testenv"
+)
+
+// TestGettingStarted is the acceptance test of `loom init` and `loom create
+// api`, and it runs docs/getting-started.md: every ```sh block of the page,
+// in order, in one bash script (blocks headed "# terminal N" run in the
+// background, as in a second terminal; "# Ctrl-C in terminal N" interrupts
+// one). That scaffolds a project into a temporary folder, points it at
+// this checkout (go mod edit -replace), runs its make generate and make
+// test (whose e2e test runs the generated reconciler against testenv, as
+// its service account, and checks the generated role is least-privilege),
+// then starts `loom dev up` (the real binary, its state under a temporary
+// XDG_CACHE_HOME) and `make run`, and waits for the sample to be Ready.
+// Then it checks that re-running skips every file, that the project needs
+// neither client-go nor controller-runtime, and that the Helm chart renders
+// what config/ does (tools/helmcheck).
+//
+// SLOW: a minute or two with warm module and build caches; longer the
+// first time (helmcheck builds Helm). -short skips it.
+func TestGettingStarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow acceptance test (scaffolds, builds and runs a project)")
+	}
+	assets := testenv.AssetsDir()
+	for _, b := range []string{"kube-apiserver", "etcd", "kubectl", "controller-gen-" + controllerToolsVersion} {
+		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
+			t.Fatalf("%s is missing from %s: run make assets", b, assets)
+		}
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	binDir := filepath.Join(tmp, "bin")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, "loom"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheHome := filepath.Join(tmp, "cache") // loom dev's state: cache/loom/dev
+	env := append(os.Environ(),
+		"PATH="+binDir+string(os.PathListSeparator)+assets+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"LOOM_ASSETS="+assets,
+		"XDG_CACHE_HOME="+cacheHome,
+		"GOCACHE="+strings.TrimSpace(string(gocache)), // not under the new XDG_CACHE_HOME
+		"KUBECONFIG=", "GOWORK=off",
+	)
+	t.Cleanup(func() {
+		// In case the script stopped before its own loom dev down.
+		_ = exec.Command(filepath.Join(binDir, "loom"), "dev", "down", "--state-dir", filepath.Join(cacheHome, "loom", "dev")).Run()
+	})
+
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "getting-started.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := docScript(string(doc), map[string]string{"/path/to/loom": root}, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(tmp, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir, cmd.Env = work, env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Logf("docs/getting-started.md ran in %v", time.Since(start).Round(time.Second))
+	if err != nil {
+		logs, _ := filepath.Glob(filepath.Join(tmp, "terminal-*.log"))
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			out.WriteString("\n=== " + filepath.Base(l) + " ===\n" + tail(string(data), 60))
+		}
+		t.Fatalf("running docs/getting-started.md: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "condition met") {
+		t.Errorf("kubectl wait did not report the sample Ready:\n%s", out.String())
+	}
+
+	project := filepath.Join(work, "memcached-operator")
+	run := func(dir string, name string, args ...string) string {
+		t.Helper()
+		c := exec.CommandContext(ctx, name, args...)
+		c.Dir, c.Env = dir, env
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	// Re-running never overwrites: every file is skipped, none made.
+	loom := filepath.Join(binDir, "loom")
+	again := run(project, loom, "init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator") +
+		run(project, loom, "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached")
+	if strings.Contains(again, "created:") || !strings.Contains(again, "skipped: main.go (exists)") ||
+		!strings.Contains(again, "skipped: internal/controller/memcached.go (exists)") {
+		t.Errorf("re-running init and create api:\n%s", again)
+	}
+
+	// Loom's own stack only.
+	if deps := run(project, "go", "list", "-deps", "-test", "./..."); regexp.MustCompile(`k8s\.io/client-go|sigs\.k8s\.io/controller-runtime`).MatchString(deps) {
+		t.Errorf("the generated project depends on client-go or controller-runtime")
+	}
+
+	// The chart renders what config/ does.
+	hc := run(filepath.Join(root, "tools", "helmcheck"), "go", "run", ".", "-namespace", "memcached-operator-system",
+		"-set", "createNamespace=true", filepath.Join(project, "chart"), filepath.Join(project, "config"))
+	t.Log(strings.TrimSpace(hc))
+}
+
+// docScript turns a Markdown page's ```sh blocks into one bash script, with
+// the replacements applied. A block whose first line is "# terminal N"
+// runs in the background in its own process group, its output in
+// logDir/terminal-N.log; a line "# Ctrl-C in terminal N" sends it SIGINT
+// and waits for it. Background blocks still running at the end are
+// interrupted too.
+func docScript(doc string, replace map[string]string, logDir string) (string, error) {
+	for from, to := range replace {
+		doc = strings.ReplaceAll(doc, from, to)
+	}
+	blocks := regexp.MustCompile("(?ms)^```sh\n(.*?)^```").FindAllStringSubmatch(doc, -1)
+	if len(blocks) == 0 {
+		return "", fmt.Errorf("no sh blocks")
+	}
+	var sb strings.Builder
+	sb.WriteString(`set -euo pipefail
+set -m
+declare -A term
+stop() { local p=${term[$1]:-}; [ -n "$p" ] || return 0; kill -INT -- "-$p" 2>/dev/null || true; wait "$p" || true; unset "term[$1]"; }
+trap 'for n in "${!term[@]}"; do stop "$n"; done' EXIT
+`)
+	terminal := regexp.MustCompile(`^# terminal (\d+)\s*$`)
+	ctrlC := regexp.MustCompile(`^# Ctrl-C in terminal (\d+)`)
+	for _, b := range blocks {
+		body := b[1]
+		first, _, _ := strings.Cut(body, "\n")
+		if m := terminal.FindStringSubmatch(first); m != nil {
+			fmt.Fprintf(&sb, "echo '+ (terminal %s)'\n( set -x\n%s) > %q 2>&1 &\nterm[%s]=$!\n", m[1], body, filepath.Join(logDir, "terminal-"+m[1]+".log"), m[1])
+			continue
+		}
+		for line := range strings.Lines(body) {
+			if m := ctrlC.FindStringSubmatch(line); m != nil {
+				fmt.Fprintf(&sb, "echo '+ Ctrl-C in terminal %s'\nstop %s\n", m[1], m[1])
+				continue
+			}
+			if strings.HasPrefix(strings.TrimSpace(line), "#") || strings.TrimSpace(line) == "" {
+				continue
+			}
+			fmt.Fprintf(&sb, "echo %q\n%s", "+ "+strings.TrimSpace(line), line)
+		}
+	}
+	return sb.String(), nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// The generated Makefile reuses Loom's controller-gen build, named by the
+// version pinned in testenv/versions.env.
+func TestScaffoldControllerToolsVersion(t *testing.T) {
+	data, err := os.ReadFile("../../testenv/versions.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "CONTROLLER_TOOLS_VERSION=" + controllerToolsVersion + "\n"; !strings.Contains(string(data), want) {
+		t.Errorf("testenv/versions.env does not pin %q; update controllerToolsVersion in scaffold.go", strings.TrimSpace(want))
+	}
+}
+
+func TestPluralize(t *testing.T) {
+	for in, want := range map[string]string{"memcached": "memcacheds", "policy": "policies", "key": "keys",
+		"class": "classes", "box": "boxes", "match": "matches", "at": "ats"} {
+		if got := pluralize(in); got != want {
+			t.Errorf("pluralize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
