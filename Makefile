@@ -12,7 +12,7 @@ ASSETS := $(or $(LOOM_ASSETS),$(CACHE)/loom/kube-$(KUBE_VERSION)_etcd-$(ETCD_VER
 KUBECTL := $(ASSETS)/kubectl
 
 # Every Go module in the repository; the core first.
-MODULES := . bench tools examples/custom-apiserver
+MODULES := . bench tools examples/custom-apiserver tools/helmcheck
 
 .PHONY: all assets build generate check-generate test vet demo chaos clean
 

@@ -4,6 +4,9 @@
 //
 // Usage:
 //
+//	loom init --domain D --repo MODULE [--license apache2|none] [--dir DIR] [--project-name N]
+//	loom create api --group G --version V --kind K [--namespaced=true] [--plural P] [--dir DIR]
+//	loom create webhook --group G --version V --kind K [--dir DIR]
 //	loom dev up [--nodes N] [--with-controllers] [--state-dir DIR]
 //	loom dev down [--state-dir DIR]
 //	loom dev status [--state-dir DIR] [--wait DURATION]

@@ -200,6 +200,10 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 		p.Plural = pluralize(p.Lower)
 	}
 	p.FullGroup = p.Group + "." + p.Domain
+	if gv, err := os.ReadFile(filepath.Join(*dir, "api", p.Version, "groupversion_info.go")); err == nil &&
+		!strings.Contains(string(gv), "Group: \""+p.FullGroup+"\"") {
+		return fmt.Errorf("api/%s belongs to another API group than %s: a project has one group per version folder", p.Version, p.FullGroup)
+	}
 	if what == "webhook" {
 		if _, err := os.Stat(filepath.Join(*dir, "api", p.Version, p.Lower+"_types.go")); err != nil {
 			return fmt.Errorf("no API for %s: run loom create api with the same --group, --version and --kind first", p.Kind)

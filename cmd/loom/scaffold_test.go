@@ -96,8 +96,10 @@ func TestGettingStarted(t *testing.T) {
 		}
 		t.Fatalf("running docs/getting-started.md: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "condition met") {
-		t.Errorf("kubectl wait did not report the sample Ready:\n%s", out.String())
+	for _, want := range []string{"condition met", "controller-gen webhook", "ok  \tgithub.com/example/memcached-operator/internal/controller"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("running docs/getting-started.md: no %q in the output:\n%s", want, out.String())
+		}
 	}
 
 	project := filepath.Join(work, "memcached-operator")
@@ -115,9 +117,11 @@ func TestGettingStarted(t *testing.T) {
 	// Re-running never overwrites: every file is skipped, none made.
 	loom := filepath.Join(binDir, "loom")
 	again := run(project, loom, "init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator") +
-		run(project, loom, "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached")
+		run(project, loom, "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached") +
+		run(project, loom, "create", "webhook", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached")
 	if strings.Contains(again, "created:") || !strings.Contains(again, "skipped: main.go (exists)") ||
-		!strings.Contains(again, "skipped: internal/controller/memcached.go (exists)") {
+		!strings.Contains(again, "skipped: internal/controller/memcached.go (exists)") ||
+		!strings.Contains(again, "skipped: internal/controller/memcached_webhook.go (exists)") {
 		t.Errorf("re-running init and create api:\n%s", again)
 	}
 
