@@ -100,9 +100,9 @@ func pod() *corev1.Pod {
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
 				Name: "app", Image: "registry.example.com/shop/web:1.42.0", Args: []string{"--port=8080", "--log-level=info"},
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
-				Env:   []corev1.EnvVar{{Name: "MODE", Value: "production"}, {Name: "CACHE_SIZE", Value: "512"}},
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+				Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+				Env:            []corev1.EnvVar{{Name: "MODE", Value: "production"}, {Name: "CACHE_SIZE", Value: "512"}},
+				Resources:      corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz"}}},
 				VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}},
 			}, {
@@ -170,4 +170,3 @@ func BenchmarkAdmission(b *testing.B) {
 		serve(b, admission.WithValidator[*corev1.Pod](scheme, crValidator{}), body, false)
 	})
 }
-
