@@ -19,9 +19,9 @@ type patchOp struct {
 }
 
 // jsonPatch returns the RFC 6902 patch that turns the JSON document from
-// into to, or nil when they are equal. Objects are compared key by key;
-// arrays of the same length element by element, otherwise replaced whole
-// (correct, if not the shortest patch). Numbers are compared as int64
+// into to, or nil when they are equal. Objects are compared key by key,
+// arrays item by item with trailing items added or removed (correct, if not
+// always the shortest patch). Numbers are compared as int64
 // (integers that fit) or float64 values, as apimachinery's util/json reads
 // them.
 // Without removals, members present in from and missing in to stay.
@@ -79,11 +79,22 @@ func diffJSON(path string, a, b any, removals bool, ops *[]patchOp) {
 		return
 	case []any:
 		bv, ok := b.([]any)
-		if !ok || len(av) != len(bv) {
+		if !ok {
 			break
 		}
-		for i := range av {
+		// Items both lists have are compared one by one, so that fields
+		// the Go type lacks survive inside them too; items beyond are
+		// removed (last first) or added. A shorter list is never an
+		// artefact of decoding, so its removals are always kept.
+		n := min(len(av), len(bv))
+		for i := range n {
 			diffJSON(path+"/"+strconv.Itoa(i), av[i], bv[i], removals, ops)
+		}
+		for i := len(av) - 1; i >= n; i-- {
+			*ops = append(*ops, patchOp{Op: "remove", Path: path + "/" + strconv.Itoa(i)})
+		}
+		for i := n; i < len(bv); i++ {
+			*ops = append(*ops, patchOp{Op: "add", Path: path + "/" + strconv.Itoa(i), Value: valueOrNull(bv[i])})
 		}
 		return
 	}

@@ -24,7 +24,12 @@ func TestJSONPatch(t *testing.T) {
 			want: `[{"op":"add","path":"/metadata/annotations/example.com~1a~0b","value":"v"}]`},
 		{name: "array element", from: `{"l":[{"n":"a"},{"n":"b"}]}`, to: `{"l":[{"n":"a"},{"n":"c"}]}`,
 			want: `[{"op":"replace","path":"/l/1/n","value":"c"}]`},
-		{name: "array resized", from: `{"l":[1]}`, to: `{"l":[1,2]}`, want: `[{"op":"replace","path":"/l","value":[1,2]}]`},
+		{name: "array grown", from: `{"l":[1]}`, to: `{"l":[1,2,3]}`,
+			want: `[{"op":"add","path":"/l/1","value":2},{"op":"add","path":"/l/2","value":3}]`},
+		{name: "array shrunk, even without removals", from: `{"l":[1,2,3]}`, to: `{"l":[1]}`,
+			want: `[{"op":"remove","path":"/l/2"},{"op":"remove","path":"/l/1"}]`},
+		{name: "unknown fields inside a grown list survive", from: `{"items":[{"name":"a","extra":1}]}`, to: `{"items":[{"name":"a"},{"name":"b"}]}`,
+			want: `[{"op":"add","path":"/items/1","value":{"name":"b"}}]`},
 		{name: "null added", from: `{}`, to: `{"x":null}`, want: `[{"op":"add","path":"/x","value":null}]`},
 		{name: "type changes", from: `{"x":{"a":1}}`, to: `{"x":"s"}`, want: `[{"op":"replace","path":"/x","value":"s"}]`},
 		{name: "int64 numbers exact", from: `{"n":9007199254740993}`, to: `{"n":9007199254740995}`,
@@ -171,10 +176,25 @@ func applyPatch(t *testing.T, doc any, ops []map[string]any) any {
 			}
 		case []any:
 			idx, _ := strconv.Atoi(last)
-			if op["op"] != "replace" {
-				t.Fatalf("op %v inside an array", op)
+			switch op["op"] {
+			case "replace":
+				p[idx] = val
+			case "add", "remove":
+				// Lists grow and shrink: set the new list in its parent.
+				var next []any
+				if op["op"] == "add" {
+					if idx != len(p) {
+						t.Fatalf("add at %d of a list of %d (only appends are made)", idx, len(p))
+					}
+					next = append(p[:len(p):len(p)], val)
+				} else {
+					if idx != len(p)-1 {
+						t.Fatalf("remove at %d of a list of %d (only the last is removed)", idx, len(p))
+					}
+					next = p[:idx]
+				}
+				doc = setAt(doc, tokens[:len(tokens)-1], next)
 			}
-			p[idx] = val
 		default:
 			t.Fatalf("path %s: parent is %T", path, parent)
 		}
@@ -183,6 +203,21 @@ func applyPatch(t *testing.T, doc any, ops []map[string]any) any {
 }
 
 // normalize gives v the number types decodeJSONValue gives.
+// setAt replaces the value at the path of tokens in doc.
+func setAt(doc any, tokens []string, v any) any {
+	if len(tokens) == 0 {
+		return v
+	}
+	switch p := doc.(type) {
+	case map[string]any:
+		p[tokens[0]] = setAt(p[tokens[0]], tokens[1:], v)
+	case []any:
+		i, _ := strconv.Atoi(tokens[0])
+		p[i] = setAt(p[i], tokens[1:], v)
+	}
+	return doc
+}
+
 func normalize(v any) any {
 	b, _ := json.Marshal(map[string]any{"v": v})
 	out, err := decodeJSONValue(b)
