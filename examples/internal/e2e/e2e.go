@@ -8,9 +8,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,29 +108,36 @@ func CanI(t *testing.T, env *testenv.Env, ns, sa, verb, resource string, extra .
 	return strings.TrimSpace(string(out)) == "yes"
 }
 
-// Run runs an operator in the background until the test ends, and fails
-// the test if it returns an error before that.
+// Run runs an operator in the background until the test ends. It fails
+// the test if the operator returns before that, or returns an error other
+// than context.Canceled when it is stopped.
 func Run(t *testing.T, run func(ctx context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("operator: %v", err)
-		}
-	})
+	stopped := make(chan struct{})
+	var runErr error
+	var early atomic.Bool
+	go func() {
+		runErr = run(ctx)
+		early.Store(ctx.Err() == nil)
+		close(stopped)
+	}()
 	go func() {
 		select {
-		case err := <-done:
-			if ctx.Err() == nil {
-				t.Errorf("operator stopped early: %v", err)
+		case <-stopped:
+			if early.Load() {
+				t.Errorf("operator stopped before the test ended: %v", runErr)
 			}
-			done <- err
 		case <-ctx.Done():
 		}
 	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		if !early.Load() && runErr != nil && !errors.Is(runErr, context.Canceled) {
+			t.Errorf("operator: stopping: %v", runErr)
+		}
+	})
 }
 
 // Eventually calls cond until it returns true, failing the test after two
