@@ -109,7 +109,12 @@ func renderChart(dir, release, ns string, vals map[string]any) (string, error) {
 	install.Replace = true
 	install.ReleaseName = release
 	install.Namespace = ns
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.36.3", Major: "1", Minor: "36"}
+	// The Kubernetes version Loom tests against (testenv/versions.env).
+	kv, err := chartutil.ParseKubeVersion(testenv.PinnedVersions().Kube)
+	if err != nil {
+		return "", fmt.Errorf("the pinned Kubernetes version: %w", err)
+	}
+	install.KubeVersion = kv
 	rel, err := install.Run(ch, vals)
 	if err != nil {
 		return "", fmt.Errorf("rendering %s: %w", dir, err)
