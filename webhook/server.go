@@ -143,6 +143,20 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// Close releases the listening socket of a server that Listen bound but
+// Start never ran (for example when setting up the rest failed). After
+// Start has begun, its context stops the server instead, and Close does
+// nothing.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil || s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.ln.Close()
+}
+
 // Addr returns the listening address, or nil before Listen or Start.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
@@ -164,7 +178,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return errors.New("webhook: server already started")
+		return errors.New("webhook: server already started, or closed")
 	}
 	s.closed = true
 	ln := s.ln

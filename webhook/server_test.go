@@ -391,3 +391,27 @@ func TestFailurePolicy(t *testing.T) {
 		t.Fatal("the object was defaulted by a webhook that is down")
 	}
 }
+
+// TestCloseReleasesTheSocket: a server bound by Listen but never started
+// gives its port back on Close, and cannot be started after.
+func TestCloseReleasesTheSocket(t *testing.T) {
+	srv, err := webhook.NewServer(webhook.ServerOptions{Addr: "127.0.0.1:0", CertDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr().String()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port still bound after Close: %v", err)
+	}
+	ln.Close()
+	if err := srv.Start(t.Context()); err == nil {
+		t.Fatal("Start after Close succeeded")
+	}
+}

@@ -97,9 +97,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return err
 	}
 	if opts.Webhooks != nil {
-		if err := setupWebhooks(ctx, mgr, *opts.Webhooks, opts); err != nil {
+		srv, err := setupWebhooks(ctx, mgr, *opts.Webhooks, opts)
+		if err != nil {
 			return err
 		}
+		defer srv.Close() // if the manager failed before starting it
 	}
 	return mgr.Start(ctx)
 }

@@ -50,22 +50,28 @@ type WebhookOptions struct {
 }
 
 // setupWebhooks makes the certificates, starts injecting their CA bundle,
-// and adds the server and the certificate keeper to mgr.
-func setupWebhooks(ctx context.Context, mgr *manager.Manager, opts WebhookOptions, o Options) error {
+// and adds the server and the certificate keeper to mgr. It returns the
+// server, whose socket is bound: Close it once the manager has returned.
+func setupWebhooks(ctx context.Context, mgr *manager.Manager, opts WebhookOptions, o Options) (srv *webhook.Server, err error) {
 	if opts.Addr == "" {
 		opts.Addr = ":9443"
 	}
 	if opts.CertDir == "" {
 		opts.CertDir = filepath.Join(os.TempDir(), "at-webhook-certs")
 	}
-	srv, err := webhook.NewServer(webhook.ServerOptions{Addr: opts.Addr, CertDir: opts.CertDir, Metrics: mgr.WebhookMetrics(), Logger: o.Logger})
+	srv, err = webhook.NewServer(webhook.ServerOptions{Addr: opts.Addr, CertDir: opts.CertDir, Metrics: mgr.WebhookMetrics(), Logger: o.Logger})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	RegisterWebhooks(srv, o.Now)
 	if err := srv.Listen(); err != nil {
-		return err
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			srv.Close()
+		}
+	}()
 	inj := &webhook.Injector{
 		REST:              mgr.REST(),
 		ValidatingConfigs: []string{ValidatingConfig},
@@ -88,22 +94,22 @@ func setupWebhooks(ctx context.Context, mgr *manager.Manager, opts WebhookOption
 	}
 	certs, err := webhook.NewCerts(webhook.CertOptions{Dir: opts.CertDir, DNSNames: dns, IPs: ips, Logger: o.Logger})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := certs.Ensure(); err != nil {
-		return err
+		return nil, err
 	}
 	// Inject once before anything runs, so the API server can call the
 	// webhooks as soon as the server answers; Certs.Start injects again on
 	// every change.
 	if err := inj.Inject(ctx, certs.CABundle()); err != nil {
-		return fmt.Errorf("at: injecting the webhook CA bundle (apply config/ first): %w", err)
+		return nil, fmt.Errorf("at: injecting the webhook CA bundle (apply config/ first): %w", err)
 	}
 	certs.OnRotate(func(bundle []byte) error { return inj.Inject(ctx, bundle) })
 	if err := mgr.Add(srv); err != nil {
-		return err
+		return nil, err
 	}
-	return mgr.Add(manager.RunnableFunc(certs.Start))
+	return srv, mgr.Add(manager.RunnableFunc(certs.Start))
 }
 
 // WithConversionWebhook returns a copy of the At CRD whose conversion goes
