@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -231,6 +232,7 @@ func condition(obj *unstructured.Unstructured, typ string) cond {
 func waitFor(ctx context.Context, c *client.Client[*unstructured.Unstructured], name string, chk check) error {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	var last *unstructured.Unstructured
+	pause := 50 * time.Millisecond
 	fail := func(err error) error {
 		if ctx.Err() != nil {
 			return chk.expired(ctx, name, last)
@@ -278,5 +280,13 @@ func waitFor(ctx context.Context, c *client.Client[*unstructured.Unstructured], 
 		if ctx.Err() != nil {
 			return chk.expired(ctx, name, last)
 		}
+		// A watch that ends at once must not turn into a tight loop of
+		// lists and watches: pause, longer each time, before the next.
+		select {
+		case <-ctx.Done():
+			return chk.expired(ctx, name, last)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
 }
