@@ -60,16 +60,18 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	defer os.RemoveAll(certDir)
 	opCtx, stopOperator := context.WithCancel(ctx)
-	opDone := make(chan error, 1)
+	opStopped := make(chan struct{})
+	var opErr error
 	go func() {
-		opDone <- operator.Run(opCtx, cfg, operator.Options{
+		defer close(opStopped)
+		opErr = operator.Run(opCtx, cfg, operator.Options{
 			Webhooks: &operator.WebhookOptions{Addr: "127.0.0.1:0", CertDir: certDir, LocalURL: true},
 			Logger:   slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 	}()
 	defer func() {
 		stopOperator()
-		<-opDone
+		<-opStopped
 	}()
 	say("operator started")
 
@@ -89,8 +91,25 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := waitGone(ctx, ats, *name); err != nil {
 		return err
 	}
-	if err := waitWebhooks(ctx, ats); err != nil {
-		return err
+	// Wait for the webhooks, unless the operator fails first: then its
+	// error is the one to show.
+	wctx, wcancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-opStopped:
+			wcancel()
+		case <-wctx.Done():
+		}
+	}()
+	err = waitWebhooks(wctx, ats)
+	wcancel()
+	if err != nil {
+		select {
+		case <-opStopped:
+			return fmt.Errorf("the operator stopped: %w", opErr)
+		default:
+			return err
+		}
 	}
 	say("webhooks answer (validation, defaulting, conversion; certificates made by the operator)")
 	due := time.Now().Add(*in).UTC().Truncate(time.Second)
