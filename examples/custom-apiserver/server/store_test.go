@@ -272,6 +272,11 @@ func TestWatchTooOldIsGone(t *testing.T) {
 		t.Fatalf("watch from a kept resourceVersion: %v", err)
 	}
 	w.Stop()
+	// From the future (a storage file replaced by an older copy): 410 too,
+	// so that clients relist instead of missing what came in between.
+	if _, err := pizzas.Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: "999999"}); !apierrors.IsResourceExpired(err) {
+		t.Fatalf("watch from a resourceVersion newer than the store's: %v, want 410", err)
+	}
 }
 
 func TestSlowWatcherIsClosed(t *testing.T) {

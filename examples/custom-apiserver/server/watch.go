@@ -165,6 +165,13 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 		if rv < s.since {
 			return nil, apierrors.NewResourceExpired("too old resource version: " + rvString + " (" + strconv.FormatUint(s.since, 10) + ")")
 		}
+		if rv > s.b.rv {
+			// Newer than anything this store wrote: the file was replaced by
+			// an older one. Events in between are unknown, so the client must
+			// relist, as after a compaction.
+			return nil, apierrors.NewResourceExpired("resource version " + rvString + " is newer than the store's " +
+				strconv.FormatUint(s.b.rv, 10) + " (was the storage file restored from an older copy?)")
+		}
 		w := &watcher{f: f}
 		for _, ev := range s.history {
 			if rvOf(ev.Object) <= rv {
