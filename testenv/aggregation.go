@@ -32,8 +32,8 @@ import (
 // off (the default, kept here), it dials the Service's cluster IP, which
 // nothing routes without kube-proxy, or, for a Service of type
 // ExternalName, the external name itself. So RegisterLocalAPIService
-// creates an ExternalName Service whose name is "127.0.0.1" (a valid DNS
-// subdomain) and an APIService on it with the server's port. The
+// creates a Service of type ExternalName whose externalName is "127.0.0.1"
+// (a valid DNS subdomain) and an APIService on it with the server's port. The
 // availability check skips endpoints for ExternalName Services and calls
 // the server's discovery document directly.
 //

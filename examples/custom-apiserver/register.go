@@ -25,10 +25,10 @@ const (
 )
 
 // register points kube-apiserver at a server on 127.0.0.1:port, for a
-// development cluster such as `loom dev up`: an ExternalName Service named
-// "127.0.0.1" (Endpoints and EndpointSlices may not hold loopback
-// addresses, and kube-apiserver dials an ExternalName Service's name
-// directly) and an APIService per served version, trusting the serving
+// development cluster such as `loom dev up`: a Service of type
+// ExternalName with externalName "127.0.0.1" (Endpoints and EndpointSlices
+// may not hold loopback addresses, and kube-apiserver dials an
+// ExternalName Service's external name directly) and an APIService per served version, trusting the serving
 // certificate in certDir. It uses server-side apply, so running it again
 // updates them. In a real cluster, deploy the server behind an ordinary
 // Service instead.
