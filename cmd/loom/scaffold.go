@@ -14,10 +14,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
-	"unicode"
 
 	"sigs.k8s.io/yaml"
 
@@ -55,25 +55,53 @@ type project struct {
 	ToolsVersion   string `json:"-"` // controller-gen's
 	Year           int    `json:"-"`
 
-	// For create api and create webhook.
-	Group, Version, Kind string
-	Plural, Lower        string // "memcacheds", "memcached"
-	FullGroup            string // group.domain
-	Namespaced           bool
+	// For create api and create webhook; not in PROJECT.
+	Group      string `json:"-"`
+	Version    string `json:"-"`
+	Kind       string `json:"-"`
+	Plural     string `json:"-"` // "memcacheds"
+	Lower      string `json:"-"` // "memcached"
+	FullGroup  string `json:"-"` // group.domain
+	Namespaced bool   `json:"-"`
+	// StorageVersion marks the kind's types with +kubebuilder:storageversion:
+	// true for the first version of a kind, false when api/ already holds
+	// the kind (same group) in another version, so that the CRD has one.
+	StorageVersion bool `json:"-"`
 }
 
 // loomVersion is the version of the loom module this binary was built
-// from, when the build knows it (go install of a tagged version), else "".
+// from, when a project can require it, else "".
 func loomVersion() string {
 	bi, ok := debug.ReadBuildInfo()
-	if !ok || bi.Main.Path != "github.com/loom-k8s/loom" {
+	if !ok {
 		return ""
 	}
-	if v := bi.Main.Version; strings.HasPrefix(v, "v") {
-		return v
-	}
-	return ""
+	return requirableVersion(bi)
 }
+
+// requirableVersion is the version of the loom module in bi that a go.mod
+// can require, or "" when there is none: a build from a checkout reports
+// "(devel)" or, with -buildvcs (Go's default), a pseudo-version made up
+// from the commit (vcs.* settings), and "+dirty" when the tree had
+// changes; none of these is on the module proxy. A pseudo-version without
+// vcs.* settings is what `go install ...@commit` records, and is.
+func requirableVersion(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if bi.Main.Path != "github.com/loom-k8s/loom" || !strings.HasPrefix(v, "v") || strings.HasSuffix(v, "+dirty") {
+		return ""
+	}
+	if pseudoVersion.MatchString(v) && slices.ContainsFunc(bi.Settings, func(s debug.BuildSetting) bool {
+		return strings.HasPrefix(s.Key, "vcs.")
+	}) {
+		return ""
+	}
+	return v
+}
+
+// pseudoVersion matches Go's pseudo-versions (as golang.org/x/mod/module's
+// IsPseudoVersion): vX.0.0-yyyymmddhhmmss-abcdefabcdef,
+// vX.Y.Z-pre.0.yyyymmddhhmmss-abcdefabcdef, vX.Y.(Z+1)-0.yyyymmddhhmmss-abcdefabcdef.
+var pseudoVersion = regexp.MustCompile(`^v[0-9]+\.(0\.0-|\d+\.\d+-([^+]*\.)?0\.)\d{14}-[A-Za-z0-9]+(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`)
 
 // controllerToolsVersion is the controller-gen the generated Makefile runs:
 // the one Loom pins in testenv/versions.env (a test checks they agree), so
@@ -99,6 +127,63 @@ func fill(p *project) {
 
 var dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
+// checkDomain accepts a lower-case DNS subdomain (RFC 1123), as API group
+// names are; the group's first label and a dot come in front of it.
+func checkDomain(d string) error {
+	if len(d) > 200 {
+		return fmt.Errorf("%q is longer than 200 characters", d)
+	}
+	for l := range strings.SplitSeq(d, ".") {
+		if len(l) > 63 || !dns1123Label.MatchString(l) {
+			return fmt.Errorf("%q is not a lower-case DNS subdomain, such as example.com", d)
+		}
+	}
+	return nil
+}
+
+var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// checkModulePath accepts what go.mod's module line takes for a path to be
+// published at, in the spirit of golang.org/x/mod/module.CheckPath: slash-
+// separated elements of letters, digits and "-._~", none empty, starting
+// or ending with a dot, or a Windows-reserved name; the first (the host)
+// lower case, with a dot, not starting with a dash.
+func checkModulePath(p string) error {
+	bad := func(why string) error { return fmt.Errorf("%q is not a Go module path: %s", p, why) }
+	if p == "" {
+		return bad("empty")
+	}
+	elems := strings.Split(p, "/")
+	for _, e := range elems {
+		switch {
+		case e == "":
+			return bad("empty path element")
+		case e[0] == '.' || e[len(e)-1] == '.':
+			return bad("an element starts or ends with a dot")
+		case !modulePathElem.MatchString(e):
+			return bad("an element has characters other than letters, digits and -._~")
+		case windowsReserved(e):
+			return bad(fmt.Sprintf("%q is a reserved file name on Windows", e))
+		}
+	}
+	if host := elems[0]; !strings.Contains(host, ".") || host[0] == '-' || strings.ToLower(host) != host ||
+		strings.ContainsAny(host, "_~") {
+		return bad("the first element must be a lower-case host name with a dot, such as github.com")
+	}
+	return nil
+}
+
+var modulePathElem = regexp.MustCompile(`^[A-Za-z0-9._~-]+$`)
+
+func windowsReserved(e string) bool {
+	base, _, _ := strings.Cut(strings.ToUpper(e), ".")
+	switch base {
+	case "CON", "PRN", "AUX", "NUL":
+		return true
+	}
+	return len(base) == 4 && (strings.HasPrefix(base, "COM") || strings.HasPrefix(base, "LPT")) && base[3] >= '1' && base[3] <= '9'
+}
+
 func runInit(_ context.Context, args []string, out, _ io.Writer) error {
 	fs := flag.NewFlagSet("loom init", flag.ContinueOnError)
 	domain := fs.String("domain", "", "the domain of the project's API groups, such as example.com (required)")
@@ -121,6 +206,12 @@ func runInit(_ context.Context, args []string, out, _ io.Writer) error {
 		return fmt.Errorf("%w: loom init needs --domain and --repo", errUsage)
 	case *license != "apache2" && *license != "none":
 		return fmt.Errorf("%w: --license %q: want apache2 or none", errUsage, *license)
+	}
+	if err := checkDomain(*domain); err != nil {
+		return fmt.Errorf("%w: --domain: %v", errUsage, err)
+	}
+	if err := checkModulePath(*repo); err != nil {
+		return fmt.Errorf("%w: --repo: %v", errUsage, err)
 	}
 	p := project{Domain: *domain, Repo: *repo, License: *license, Name: *name}
 	if p.Name == "" {
@@ -204,6 +295,11 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 		!strings.Contains(string(gv), "Group: \""+p.FullGroup+"\"") {
 		return fmt.Errorf("api/%s belongs to another API group than %s: a project has one group per version folder", p.Version, p.FullGroup)
 	}
+	others, err := otherVersions(*dir, p)
+	if err != nil {
+		return err
+	}
+	p.StorageVersion = len(others) == 0
 	if what == "webhook" {
 		if _, err := os.Stat(filepath.Join(*dir, "api", p.Version, p.Lower+"_types.go")); err != nil {
 			return fmt.Errorf("no API for %s: run loom create api with the same --group, --version and --kind first", p.Kind)
@@ -212,8 +308,39 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 	if err := render(out, *dir, what, p, nil); err != nil {
 		return err
 	}
+	if what == "api" && len(others) > 0 {
+		fmt.Fprintf(out, "\n%s is also in %s, which stays the storage version (+kubebuilder:storageversion).\n"+
+			"Without a conversion webhook the API server converts between versions by changing apiVersion only,\n"+
+			"so keep their schemas compatible, or serve a conversion webhook (package webhook's Conversion; see Loom's examples/at).\n",
+			p.Kind, strings.Join(others, ", "))
+	}
 	fmt.Fprintf(out, "\nNext: make generate test\n")
 	return nil
+}
+
+// otherVersions lists the versions other than p.Version under dir/api that
+// hold p.Kind's types for p's API group.
+func otherVersions(dir string, p project) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, "api"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var vs []string
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == p.Version {
+			continue
+		}
+		base := filepath.Join(dir, "api", e.Name())
+		if _, err := os.Stat(filepath.Join(base, p.Lower+"_types.go")); err != nil {
+			continue
+		}
+		gv, err := os.ReadFile(filepath.Join(base, "groupversion_info.go"))
+		if err != nil || !strings.Contains(string(gv), "Group: \""+p.FullGroup+"\"") {
+			continue
+		}
+		vs = append(vs, e.Name())
+	}
+	return vs, nil
 }
 
 // render writes every template under scaffold/<set> into dir, skipping
@@ -250,13 +377,7 @@ func render(out io.Writer, dir, set string, p project, keep func(path string) bo
 }
 
 func execute(name, text string, p project) ([]byte, error) {
-	t, err := template.New(name).Delims("[[", "]]").Option("missingkey=error").Funcs(template.FuncMap{
-		"title": func(s string) string {
-			r := []rune(s)
-			r[0] = unicode.ToUpper(r[0])
-			return string(r)
-		},
-	}).Parse(text)
+	t, err := template.New(name).Delims("[[", "]]").Option("missingkey=error").Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("template %s: %w", name, err)
 	}

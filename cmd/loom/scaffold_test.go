@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +209,102 @@ func TestPluralize(t *testing.T) {
 		if got := pluralize(in); got != want {
 			t.Errorf("pluralize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Only a version Go can download goes into a generated go.mod: builds from
+// a checkout stamp pseudo-versions made up from the commit.
+func TestRequirableVersion(t *testing.T) {
+	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789ab"}}
+	for _, tc := range []struct {
+		name     string
+		path     string
+		version  string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"tagged install", "github.com/loom-k8s/loom", "v0.3.0", nil, "v0.3.0"},
+		{"install at a commit", "github.com/loom-k8s/loom", "v0.0.0-20261122140000-0123456789ab", nil, "v0.0.0-20261122140000-0123456789ab"},
+		{"checkout with -buildvcs", "github.com/loom-k8s/loom", "v0.0.0-20261122140000-0123456789ab", vcs, ""},
+		{"checkout after a tag", "github.com/loom-k8s/loom", "v0.3.1-0.20261122140000-0123456789ab", vcs, ""},
+		{"dirty checkout", "github.com/loom-k8s/loom", "v0.3.0+dirty", vcs, ""},
+		{"tag in a checkout", "github.com/loom-k8s/loom", "v0.3.0", vcs, "v0.3.0"},
+		{"devel", "github.com/loom-k8s/loom", "(devel)", nil, ""},
+		{"another main module", "example.com/other", "v1.0.0", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bi := &debug.BuildInfo{Main: debug.Module{Path: tc.path, Version: tc.version}, Settings: tc.settings}
+			if got := requirableVersion(bi); got != tc.want {
+				t.Errorf("requirableVersion(%s) = %q, want %q", tc.version, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestScaffoldFlagChecks(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		bad  string // in the error; "" for none
+	}{
+		{[]string{"--domain", "example.com", "--repo", "example.com/team/memcached-operator"}, ""},
+		{[]string{"--domain", "Example.com", "--repo", "example.com/op"}, "--domain"},
+		{[]string{"--domain", "example..com", "--repo", "example.com/op"}, "--domain"},
+		{[]string{"--domain", "-example.com", "--repo", "example.com/op"}, "--domain"},
+		{[]string{"--domain", "example.com", "--repo", "op"}, "--repo"},
+		{[]string{"--domain", "example.com", "--repo", "Example.com/op"}, "--repo"},
+		{[]string{"--domain", "example.com", "--repo", "example.com//op"}, "--repo"},
+		{[]string{"--domain", "example.com", "--repo", "example.com/op x"}, "--repo"},
+		{[]string{"--domain", "example.com", "--repo", "example.com/con"}, "--repo"},
+		{[]string{"--domain", "example.com", "--repo", "example.com/op."}, "--repo"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			err := runInit(context.Background(), append(tc.args, "--dir", t.TempDir()), io.Discard, io.Discard)
+			switch {
+			case tc.bad == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.bad != "" && (err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.bad)):
+				t.Fatalf("error = %v, want a usage error naming %s", err, tc.bad)
+			}
+		})
+	}
+}
+
+// A second version of a kind leaves the first the CRD's storage version, so
+// that controller-gen can write a CRD with both.
+func TestScaffoldSecondVersion(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := runInit(ctx, []string{"--domain", "example.com", "--repo", "example.com/op", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	create := func(group, version string) string {
+		t.Helper()
+		var out bytes.Buffer
+		args := []string{"api", "--group", group, "--version", version, "--kind", "Memcached", "--dir", dir}
+		if err := runCreate(ctx, args, &out, io.Discard); err != nil {
+			t.Fatalf("loom create %v: %v", args, err)
+		}
+		return out.String()
+	}
+	marked := func(version string) bool {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, "api", version, "memcached_types.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(b), "// +kubebuilder:storageversion\n")
+	}
+	create("cache", "v1alpha1")
+	out := create("cache", "v1beta1")
+	if !marked("v1alpha1") || marked("v1beta1") {
+		t.Errorf("storage version markers: v1alpha1 %v, v1beta1 %v; want only v1alpha1", marked("v1alpha1"), marked("v1beta1"))
+	}
+	if !strings.Contains(out, "also in v1alpha1") {
+		t.Errorf("create api of a second version does not say which version stores it:\n%s", out)
+	}
+	// The same kind in another group is another CRD, with its own storage version.
+	create("other", "v2")
+	if !marked("v2") {
+		t.Error("Memcached in group other.example.com has no storage version marker")
 	}
 }
