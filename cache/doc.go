@@ -95,13 +95,17 @@
 //
 //	Reflector ──► DeltaFIFO ──► pop loop ──► Store (read through Lister)
 //	   (list, watch)                │
-//	                                └──► one buffer and goroutine per handler
+//	                                ├──► one buffer and goroutine per handler
+//	                                └──► inline handlers, called right there
 //
 // The reflector writes into the DeltaFIFO, whose KnownObjects is the
 // Store; one goroutine pops each key's deltas, applies them to the Store
 // (Added, Updated, Replaced → store; Deleted → remove) and queues a
 // [Handler] call for every handler. Each handler has its own unbounded
-// buffer and goroutine, so a slow handler delays only itself. A relist
+// buffer and goroutine, so a slow handler delays only itself. A handler
+// that only enqueues keys can be inline instead ([HandlerOptions].Inline):
+// the pop loop calls it directly, saving a goroutine hand-off per event,
+// which is how the controller package's For and Owns sources run. A relist
 // that finds an object unchanged (same resourceVersion) calls no handler.
 //
 //	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{

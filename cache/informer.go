@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -371,10 +372,22 @@ func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
 	return errors.Join(errs...)
 }
 
-// notify queues n to every handler. The caller holds mu.
+// notify queues n to every handler, or calls it for inline ones. The
+// caller holds mu. It drops inline handlers that were removed (see
+// remove).
 func (i *Informer[T]) notify(n notification[T]) {
+	removed := false
 	for _, l := range i.handlers {
-		l.push(n)
+		if !l.inline {
+			l.push(n)
+			continue
+		}
+		if !l.deliver(n) {
+			removed = true
+		}
+	}
+	if removed {
+		i.handlers = slices.DeleteFunc(i.handlers, (*listener[T]).isStopped)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 // handler's own, one call at a time, in the order of the changes; calls
 // for different handlers run concurrently. Objects given are shared with
 // the cache and every other handler: do not change them. A handler that
-// blocks delays only its own later calls. A handler that panics crashes
+// blocks delays only its own later calls. (An inline handler is called
+// from the informer's goroutine instead, and holds up everything while it
+// runs: see [HandlerOptions].Inline.) A handler that panics crashes
 // the program, as any goroutine does; the informer does not recover.
 //
 // Handlers see the state of the cache, not every event on the server:
@@ -80,6 +82,22 @@ type HandlerOptions struct {
 	// grow with resyncs. Zero means the informer's
 	// [InformerOptions].ResyncPeriod; negative means never.
 	ResyncPeriod time.Duration
+
+	// Inline calls the handler on the informer's own goroutine as each
+	// change is applied to the cache, instead of from a goroutine and
+	// buffer of the handler's own: one goroutine hand-off less per event.
+	// The calls keep their order and never overlap, but they hold up the
+	// cache and every other handler while they run, so an inline handler
+	// must be quick and must not block: putting keys on a work queue
+	// (what the controller package's For does) is the intended use. A
+	// handler added while objects are cached receives them before
+	// AddHandler returns;
+	// resyncs run on a timer goroutine. The handler may read the cache
+	// (Lister, Indexer) and Remove its own registration, but must not
+	// call the informer's other methods (AddHandler, HasSynced,
+	// LastError, CheckMutations), which would wait for the call it is in.
+	// False (the default) gives the handler its own goroutine.
+	Inline bool
 }
 
 // Registration is a handler added to an informer. It is a [Syncer], so
@@ -121,6 +139,7 @@ func (i *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (Registratio
 		id:     i.nextID.Add(1),
 		h:      h,
 		resync: max(period, 0),
+		inline: opts.Inline,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
@@ -130,9 +149,15 @@ func (i *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (Registratio
 		return nil, fmt.Errorf("cache: informer %s: %w", i.name, ErrStopped)
 	}
 	objs := i.store.List()
-	l.buf = make([]notification[T], 0, len(objs))
-	for _, obj := range objs {
-		l.pushLocked(notification[T]{kind: notifyAdd, obj: obj, flag: true}) // l is not shared yet
+	if l.inline {
+		for _, obj := range objs {
+			l.deliver(notification[T]{kind: notifyAdd, obj: obj, flag: true})
+		}
+	} else {
+		l.buf = make([]notification[T], 0, len(objs))
+		for _, obj := range objs {
+			l.pushLocked(notification[T]{kind: notifyAdd, obj: obj, flag: true}) // l is not shared yet
+		}
 	}
 	if i.synced {
 		l.setTarget()
@@ -144,14 +169,26 @@ func (i *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (Registratio
 	return l, nil
 }
 
-// startListener starts l's goroutine. The caller holds mu.
+// startListener starts l's goroutine: for an inline handler, only its
+// resync timer, if it has one. The caller holds mu.
 func (i *Informer[T]) startListener(l *listener[T]) {
 	ctx := i.runCtx
-	i.wg.Go(func() { l.run(ctx) })
+	switch {
+	case !l.inline:
+		i.wg.Go(func() { l.run(ctx) })
+	case l.resync > 0:
+		i.wg.Go(func() { l.runResyncs(ctx) })
+	}
 }
 
-// remove takes l off the handler list.
+// remove takes l off the handler list. An inline handler may call it from
+// within a call, holding mu: it is only stopped here, and notify drops it
+// from the list.
 func (i *Informer[T]) remove(l *listener[T]) {
+	if l.inline {
+		l.stop()
+		return
+	}
 	i.mu.Lock()
 	for n, h := range i.handlers {
 		if h == l {
@@ -170,6 +207,12 @@ func (i *Informer[T]) resyncTo(l *listener[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if !i.synced {
+		return
+	}
+	if l.inline {
+		for _, obj := range i.store.List() {
+			l.deliver(notification[T]{kind: notifyUpdate, old: obj, obj: obj})
+		}
 		return
 	}
 	l.mu.Lock()
@@ -206,6 +249,7 @@ type listener[T client.Object] struct {
 	id     int64
 	h      Handler[T]
 	resync time.Duration // 0: never
+	inline bool          // called by the informer, holding its mu; no buffer
 	wake   chan struct{} // one slot: the buffer became non-empty
 	done   chan struct{} // closed by stop
 
@@ -343,6 +387,14 @@ func (l *listener[T]) step(ctx context.Context, resync <-chan time.Time, onResyn
 		}
 		return true
 	}
+	l.call(n)
+	l.mu.Lock()
+	l.delivered++
+	l.mu.Unlock()
+	return true
+}
+
+func (l *listener[T]) call(n notification[T]) {
 	switch n.kind {
 	case notifyAdd:
 		l.h.OnAdd(n.obj, n.flag)
@@ -351,8 +403,46 @@ func (l *listener[T]) step(ctx context.Context, resync <-chan time.Time, onResyn
 	case notifyDelete:
 		l.h.OnDelete(n.obj, n.flag)
 	}
+}
+
+// deliver calls an inline handler with n at once, unless it was removed.
+// The caller holds the informer's mu (or owns l alone), which keeps calls
+// in order and apart. It reports whether l is still in service afterwards.
+func (l *listener[T]) deliver(n notification[T]) bool {
 	l.mu.Lock()
-	l.delivered++
+	if l.stopped {
+		l.mu.Unlock()
+		return false
+	}
+	l.queued++
 	l.mu.Unlock()
-	return true
+	l.call(n)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delivered++
+	return !l.stopped
+}
+
+// runResyncs resyncs an inline handler every l.resync until l is stopped
+// or ctx ends.
+func (l *listener[T]) runResyncs(ctx context.Context) {
+	t := l.inf.clock.NewTimer(l.resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			l.inf.resyncTo(l)
+			t.Reset(l.resync)
+		}
+	}
+}
+
+func (l *listener[T]) isStopped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopped
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,9 +87,12 @@ func TestInformerHandlersSeeAConsistentHistory(t *testing.T) {
 			inf := cache.NewInformer(lw, quiet())
 			var mirrors []*mirror
 			var regs []cache.Registration
+			// Every other handler is inline; both kinds must see the same.
+			var nth atomic.Int64
+			hopts := func() cache.HandlerOptions { return cache.HandlerOptions{Inline: nth.Add(1)%2 == 0} }
 			addMirror := func() {
 				m := newMirror()
-				reg, err := inf.AddHandler(m, cache.HandlerOptions{})
+				reg, err := inf.AddHandler(m, hopts())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -130,7 +134,7 @@ func TestInformerHandlersSeeAConsistentHistory(t *testing.T) {
 				case 150: // add a handler while events flow
 					go func() {
 						m := newMirror()
-						reg, err := inf.AddHandler(m, cache.HandlerOptions{})
+						reg, err := inf.AddHandler(m, hopts())
 						if err != nil {
 							panic(err)
 						}

@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,10 +19,14 @@ import (
 )
 
 func TestInformerDeliversChangesInOrder(t *testing.T) {
+	bothHandlerModes(t, testInformerDeliversChangesInOrder)
+}
+
+func testInformerDeliversChangesInOrder(t *testing.T, hopts cache.HandlerOptions) {
 	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
 	inf := cache.NewInformer(lw, quiet())
 	rec := newRecorder()
-	reg, err := inf.AddHandler(rec, cache.HandlerOptions{})
+	reg, err := inf.AddHandler(rec, hopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +70,17 @@ func TestInformerDeliversChangesInOrder(t *testing.T) {
 }
 
 func TestInformerRelistSendsTheDifference(t *testing.T) {
+	bothHandlerModes(t, testInformerRelistSendsTheDifference)
+}
+
+func testInformerRelistSendsTheDifference(t *testing.T, hopts cache.HandlerOptions) {
 	lw := newFeed(
 		list("10", "", cm("a", "1"), cm("b", "2"), cm("c", "3")),
 		list("20", "", cm("a", "1"), cm("b", "19"), cm("d", "18")),
 	)
 	inf := cache.NewInformer(lw, quiet())
 	rec := newRecorder()
-	if _, err := inf.AddHandler(rec, cache.HandlerOptions{}); err != nil {
+	if _, err := inf.AddHandler(rec, hopts); err != nil {
 		t.Fatal(err)
 	}
 	run(t, inf)
@@ -92,6 +101,10 @@ func TestInformerRelistSendsTheDifference(t *testing.T) {
 }
 
 func TestInformerLateHandlerGetsTheCacheFirst(t *testing.T) {
+	bothHandlerModes(t, testInformerLateHandlerGetsTheCacheFirst)
+}
+
+func testInformerLateHandlerGetsTheCacheFirst(t *testing.T, hopts cache.HandlerOptions) {
 	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
 	inf := cache.NewInformer(lw, quiet())
 	run(t, inf)
@@ -100,7 +113,7 @@ func TestInformerLateHandlerGetsTheCacheFirst(t *testing.T) {
 	eventually(func() bool { _, ok := inf.Indexer().Get("ns/c"); return ok })
 
 	rec := newRecorder()
-	reg, err := inf.AddHandler(rec, cache.HandlerOptions{})
+	reg, err := inf.AddHandler(rec, hopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,15 +173,17 @@ func TestInformerSlowHandlerDelaysOnlyItself(t *testing.T) {
 	eventually(slowReg.HasSynced)
 }
 
-func TestInformerRemoveHandler(t *testing.T) {
+func TestInformerRemoveHandler(t *testing.T) { bothHandlerModes(t, testInformerRemoveHandler) }
+
+func testInformerRemoveHandler(t *testing.T, hopts cache.HandlerOptions) {
 	lw := newFeed(list("10", "", cm("a", "1")))
 	inf := cache.NewInformer(lw, quiet())
 	removed, kept := newRecorder(), newRecorder()
-	reg, err := inf.AddHandler(removed, cache.HandlerOptions{})
+	reg, err := inf.AddHandler(removed, hopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.AddHandler(kept, cache.HandlerOptions{}); err != nil {
+	if _, err := inf.AddHandler(kept, hopts); err != nil {
 		t.Fatal(err)
 	}
 	run(t, inf)
@@ -185,6 +200,10 @@ func TestInformerRemoveHandler(t *testing.T) {
 
 // A handler that removes itself from inside a call.
 func TestInformerHandlerRemovesItself(t *testing.T) {
+	bothHandlerModes(t, testInformerHandlerRemovesItself)
+}
+
+func testInformerHandlerRemovesItself(t *testing.T, hopts cache.HandlerOptions) {
 	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
 	inf := cache.NewInformer(lw, quiet())
 	var reg cache.Registration
@@ -199,14 +218,14 @@ func TestInformerHandlerRemovesItself(t *testing.T) {
 			reg.Remove()
 			close(done)
 		}
-	}}, cache.HandlerOptions{})
+	}}, hopts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, inf)
 	<-done
 	other := newRecorder()
-	if _, err := inf.AddHandler(other, cache.HandlerOptions{}); err != nil {
+	if _, err := inf.AddHandler(other, hopts); err != nil {
 		t.Fatal(err)
 	}
 	other.next(2)
@@ -220,6 +239,10 @@ func TestInformerHandlerRemovesItself(t *testing.T) {
 }
 
 func TestInformerResyncIsPerHandler(t *testing.T) {
+	bothHandlerModes(t, testInformerResyncIsPerHandler)
+}
+
+func testInformerResyncIsPerHandler(t *testing.T, hopts cache.HandlerOptions) {
 	fake := clock.NewFake(time.Unix(0, 0))
 	opts := quiet()
 	cache.SetInformerClock(&opts, fake)
@@ -227,10 +250,10 @@ func TestInformerResyncIsPerHandler(t *testing.T) {
 	lw := newFeed(list("10", "", cm("a", "1"), cm("b", "2")))
 	inf := cache.NewInformer(lw, opts)
 	minutely, never := newRecorder(), newRecorder()
-	if _, err := inf.AddHandler(minutely, cache.HandlerOptions{ResyncPeriod: time.Minute}); err != nil {
+	if _, err := inf.AddHandler(minutely, withResync(hopts, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.AddHandler(never, cache.HandlerOptions{ResyncPeriod: -1}); err != nil {
+	if _, err := inf.AddHandler(never, withResync(hopts, -1)); err != nil {
 		t.Fatal(err)
 	}
 	run(t, inf)
@@ -470,5 +493,82 @@ func TestInformerMutationDetectorFromEnvironment(t *testing.T) {
 	var me *cache.MutationError
 	if err := stop(); !errors.As(err, &me) {
 		t.Fatalf("Start = %v, want a MutationError: %s=true should switch the detector on", err, cache.MutationDetectorEnv)
+	}
+}
+
+// bothHandlerModes runs test for a handler with its own goroutine and for
+// an inline one: what a handler sees must not depend on the mode.
+func bothHandlerModes(t *testing.T, test func(t *testing.T, opts cache.HandlerOptions)) {
+	for _, mode := range []struct {
+		name string
+		opts cache.HandlerOptions
+	}{{"own goroutine", cache.HandlerOptions{}}, {"inline", cache.HandlerOptions{Inline: true}}} {
+		t.Run(mode.name, func(t *testing.T) { test(t, mode.opts) })
+	}
+}
+
+func withResync(opts cache.HandlerOptions, d time.Duration) cache.HandlerOptions {
+	opts.ResyncPeriod = d
+	return opts
+}
+
+// An inline handler is called on the informer's goroutine, before the
+// change is visible to handlers with goroutines of their own, and a late
+// one receives the cache before AddHandler returns.
+func TestInformerInlineHandler(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1")))
+	inf := cache.NewInformer(lw, quiet())
+	var inlineCalls []string // written only while the informer calls
+	var mu sync.Mutex
+	reg, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add: func(obj *corev1.ConfigMap, _ bool) {
+			mu.Lock()
+			inlineCalls = append(inlineCalls, "add "+obj.Name)
+			mu.Unlock()
+		},
+	}, cache.HandlerOptions{Inline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buffered := newRecorder()
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{Add: func(obj *corev1.ConfigMap, initial bool) {
+		mu.Lock()
+		n := len(inlineCalls)
+		mu.Unlock()
+		// The inline handler was called for this object before it was
+		// queued to this one.
+		buffered.ch <- fmt.Sprintf("add %s after %d inline calls", obj.Name, n)
+	}}, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	if got := buffered.next(1)[0]; got != "add a after 1 inline calls" {
+		t.Fatalf("%s", got)
+	}
+	if err := cache.WaitForCacheSync(t.Context(), inf, reg); err != nil {
+		t.Fatal(err)
+	}
+	lw.send(watch.Added, cm("b", "11"))
+	if got := buffered.next(1)[0]; got != "add b after 2 inline calls" {
+		t.Fatalf("%s", got)
+	}
+
+	// A late inline handler has every cached object when AddHandler
+	// returns, with no goroutine in between.
+	late := newRecorder()
+	lateReg, err := inf.AddHandler(late, cache.HandlerOptions{Inline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(late.ch); n != 2 {
+		t.Fatalf("late inline handler had %d calls when AddHandler returned, want 2", n)
+	}
+	if !lateReg.HasSynced() {
+		t.Fatal("late inline handler not synced when AddHandler returned")
+	}
+	got := late.next(2)
+	slices.Sort(got)
+	if want := []string{"add a rv=1 initial=true", "add b rv=11 initial=true"}; !slices.Equal(got, want) {
+		t.Fatalf("late inline handler got %q, want %q", got, want)
 	}
 }

@@ -18,8 +18,13 @@ type Informer[T any] interface {
 
 // For makes every change to an object of inf that passes preds reconcile
 // that object.
+//
+// The handler runs inline on the informer's goroutine (see
+// [cache.HandlerOptions].Inline): it only filters and enqueues, which
+// saves a goroutine hand-off per event. So preds must be quick and must
+// not block, as predicates are meant to be.
 func For[T client.Object](c *Controller, inf Informer[T], preds ...Predicate[T]) error {
-	return watch(c, inf, preds, func(obj T) []Request {
+	return watch(c, inf, preds, true, func(obj T) []Request {
 		return []Request{{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
 	})
 }
@@ -29,9 +34,10 @@ func For[T client.Object](c *Controller, inf Informer[T], preds ...Predicate[T])
 // namespaced owner is in its object's namespace; a cluster-scoped owner
 // has none. inf may hold metadata only (*metav1.PartialObjectMetadata):
 // owner references are metadata, and a metadata cache is much smaller.
+// As with [For], the handler runs inline and preds must be quick.
 func Owns[T client.Object](c *Controller, inf Informer[T], owner client.Resource, preds ...Predicate[T]) error {
 	gk := owner.Kind.GroupKind()
-	return watch(c, inf, preds, func(obj T) []Request {
+	return watch(c, inf, preds, true, func(obj T) []Request {
 		ref := GetControllerOf(obj)
 		if ref == nil {
 			return nil
@@ -50,13 +56,15 @@ func Owns[T client.Object](c *Controller, inf Informer[T], owner client.Resource
 
 // Watches makes every change to an object of inf that passes preds
 // reconcile the keys mapFn returns for it (for a delete, for its final
-// state).
+// state). mapFn and preds run on a goroutine of the handler's own, so a
+// slow mapFn (one that lists from a cache, say) delays only this source.
 func Watches[T client.Object](c *Controller, inf Informer[T], mapFn func(obj T) []Request, preds ...Predicate[T]) error {
-	return watch(c, inf, preds, mapFn)
+	return watch(c, inf, preds, false, mapFn)
 }
 
-// watch adds a handler that enqueues mapFn's keys for changes passing preds.
-func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], mapFn func(T) []Request) error {
+// watch adds a handler that enqueues mapFn's keys for changes passing
+// preds; inline runs it on the informer's goroutine.
+func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], inline bool, mapFn func(T) []Request) error {
 	enqueue := func(obj T) {
 		for _, r := range mapFn(obj) {
 			c.Enqueue(r)
@@ -98,7 +106,7 @@ func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], mapFn fu
 			enqueue(obj)
 		},
 	}
-	reg, err := inf.AddHandler(h, cache.HandlerOptions{})
+	reg, err := inf.AddHandler(h, cache.HandlerOptions{Inline: inline})
 	if err != nil {
 		return fmt.Errorf("controller %s: %w", c.name, err)
 	}
