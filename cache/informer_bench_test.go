@@ -54,8 +54,12 @@ func (w *replayWatch) Stop() {}
 // informer (DeltaFIFO, cache, notification buffers) to 1 and 10
 // handlers that only count. ns/op is per event, all handlers served.
 func BenchmarkInformerFanOut(b *testing.B) {
-	for _, handlers := range []int{1, 10} {
-		b.Run(fmt.Sprint("handlers=", handlers), func(b *testing.B) {
+	for _, c := range []struct {
+		handlers int
+		inline   bool
+	}{{1, false}, {1, true}, {10, false}, {10, true}} {
+		handlers := c.handlers
+		b.Run(fmt.Sprintf("handlers=%d/inline=%v", handlers, c.inline), func(b *testing.B) {
 			objs := make([]*corev1.ConfigMap, 1000)
 			for i := range objs {
 				objs[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint("cm-", i)}}
@@ -85,7 +89,7 @@ func BenchmarkInformerFanOut(b *testing.B) {
 				if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
 					Add:    func(*corev1.ConfigMap, bool) { count() },
 					Update: func(_, _ *corev1.ConfigMap) { count() },
-				}, cache.HandlerOptions{}); err != nil {
+				}, cache.HandlerOptions{Inline: c.inline}); err != nil {
 					b.Fatal(err)
 				}
 			}
