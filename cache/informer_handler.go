@@ -91,11 +91,11 @@ type HandlerOptions struct {
 	// must be quick and must not block: putting keys on a work queue
 	// (what the controller package's For does) is the intended use. A
 	// handler added while objects are cached receives them before
-	// AddHandler returns;
-	// resyncs run on a timer goroutine. The handler may read the cache
-	// (Lister, Indexer) and Remove its own registration, but must not
-	// call the informer's other methods (AddHandler, HasSynced,
-	// LastError, CheckMutations), which would wait for the call it is in.
+	// AddHandler returns; resyncs run on a timer goroutine. The handler
+	// may read the cache (Lister, Indexer) and Remove its own
+	// registration, but must not call the informer's other methods
+	// (AddHandler, HasSynced, LastError, CheckMutations), which would
+	// wait for the call it is in.
 	// False (the default) gives the handler its own goroutine.
 	Inline bool
 }
