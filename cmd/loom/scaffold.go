@@ -84,7 +84,7 @@ func loomVersion() string {
 // "(devel)" or, with -buildvcs (Go's default), a pseudo-version made up
 // from the commit (vcs.* settings), and "+dirty" when the tree had
 // changes; none of these is on the module proxy. A pseudo-version without
-// vcs.* settings is what `go install ...@commit` records, and is.
+// vcs.* settings is what `go install ...@commit` records: that one is.
 func requirableVersion(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if bi.Main.Path != "github.com/loom-k8s/loom" || !strings.HasPrefix(v, "v") || strings.HasSuffix(v, "+dirty") {
