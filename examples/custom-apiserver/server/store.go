@@ -65,7 +65,16 @@ type Store struct {
 	since    uint64        // events after this resourceVersion are all in history
 	watchers map[*watcher]struct{}
 	closed   bool // Destroy was called: no new watches
+
+	// names makes names from metadata.generateName; nil means
+	// names.SimpleNameGenerator (five random characters).
+	names names.NameGenerator
 }
+
+// generateNameAttempts is how many names Create tries for an object with
+// generateName before it gives up with AlreadyExists, as kube-apiserver
+// does (its RetryGenerateName behaviour).
+const generateNameAttempts = 8
 
 var (
 	_ rest.StandardStorage      = (*Store)(nil)
@@ -83,6 +92,13 @@ func NewStore(b *Backend, r Resource) (*Store, error) {
 	}
 	s.since = b.ResourceVersion()
 	return s, nil
+}
+
+func (s *Store) nameGenerator() names.NameGenerator {
+	if s.names != nil {
+		return s.names
+	}
+	return names.SimpleNameGenerator
 }
 
 func (s *Store) New() runtime.Object     { return s.Resource.New() }
@@ -241,8 +257,9 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, createValidation
 	} else {
 		m.SetNamespace("")
 	}
-	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(names.SimpleNameGenerator.GenerateName(m.GetGenerateName()))
+	generated := m.GetName() == "" && m.GetGenerateName() != ""
+	if generated {
+		m.SetName(s.nameGenerator().GenerateName(m.GetGenerateName()))
 	}
 	m.SetUID(types.UID(uuid.NewUUID()))
 	m.SetCreationTimestamp(now())
@@ -263,6 +280,15 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, createValidation
 	k := key(m.GetNamespace(), m.GetName())
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
+	for try := 1; generated && try < generateNameAttempts; try++ {
+		if _, ok := s.objects[k]; !ok {
+			break
+		}
+		// The random part collided: another name of the same length, so
+		// validation still holds.
+		m.SetName(s.nameGenerator().GenerateName(m.GetGenerateName()))
+		k = key(m.GetNamespace(), m.GetName())
+	}
 	if _, ok := s.objects[k]; ok {
 		return nil, apierrors.NewAlreadyExists(s.GroupResource, m.GetName())
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,34 @@ func TestDestroyEndsAndRefusesWatches(t *testing.T) {
 	}
 	if _, err := pizzas.Watch(ctx, &metainternalversion.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("watch after Destroy: %v, want 503", err)
+	}
+}
+
+// fixedNames hands out the names it holds, in order, ignoring the prefix.
+type fixedNames struct{ names []string }
+
+func (f *fixedNames) GenerateName(string) string {
+	n := f.names[0]
+	f.names = f.names[1:]
+	return n
+}
+
+// A generated name that collides is generated again, as kube-apiserver
+// does, up to generateNameAttempts times; then the create fails with
+// AlreadyExists.
+func TestGenerateNameRetriesCollisions(t *testing.T) {
+	_, pizzas, _ := newBackend(t, "")
+	ctx := inNS("default")
+	create(t, pizzas, ctx, newPizza("p-aaaaa", nil))
+	gen := &fixedNames{names: []string{"p-aaaaa", "p-aaaaa", "p-bbbbb"}}
+	pizzas.names = gen
+	got := create(t, pizzas, ctx, &restaurant.Pizza{ObjectMeta: metav1.ObjectMeta{GenerateName: "p-"}}).(*restaurant.Pizza)
+	if got.Name != "p-bbbbb" || len(gen.names) != 0 {
+		t.Fatalf("created %q with %d names left, want p-bbbbb after two collisions", got.Name, len(gen.names))
+	}
+	gen.names = slices.Repeat([]string{"p-aaaaa"}, generateNameAttempts)
+	_, err := pizzas.Create(ctx, &restaurant.Pizza{ObjectMeta: metav1.ObjectMeta{GenerateName: "p-"}}, nil, &metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) || len(gen.names) != 0 {
+		t.Fatalf("after %d collisions: %v (%d names left), want AlreadyExists", generateNameAttempts, err, len(gen.names))
 	}
 }
