@@ -19,6 +19,7 @@ import (
 	"text/template"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/loom-k8s/loom/testenv"
@@ -128,20 +129,17 @@ func fill(p *project) {
 var dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
 // checkDomain accepts a lower-case DNS subdomain (RFC 1123), as API group
-// names are; the group's first label and a dot come in front of it.
+// names are, short enough that a group's first label (up to 63
+// characters) and a dot still fit in front of it.
 func checkDomain(d string) error {
-	if len(d) > 200 {
-		return fmt.Errorf("%q is longer than 200 characters", d)
+	if msgs := validation.IsDNS1123Subdomain(d); len(msgs) > 0 {
+		return fmt.Errorf("%q is not a lower-case DNS subdomain, such as example.com: %s", d, strings.Join(msgs, "; "))
 	}
-	for l := range strings.SplitSeq(d, ".") {
-		if len(l) > 63 || !dns1123Label.MatchString(l) {
-			return fmt.Errorf("%q is not a lower-case DNS subdomain, such as example.com", d)
-		}
+	if limit := validation.DNS1123SubdomainMaxLength - validation.DNS1123LabelMaxLength - 1; len(d) > limit {
+		return fmt.Errorf("%q is longer than %d characters, which leaves no room for the group's label", d, limit)
 	}
 	return nil
 }
-
-var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // checkModulePath accepts what go.mod's module line takes for a path to be
 // published at, in the spirit of golang.org/x/mod/module.CheckPath: slash-
@@ -291,8 +289,7 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 		p.Plural = pluralize(p.Lower)
 	}
 	p.FullGroup = p.Group + "." + p.Domain
-	if gv, err := os.ReadFile(filepath.Join(*dir, "api", p.Version, "groupversion_info.go")); err == nil &&
-		!strings.Contains(string(gv), "Group: \""+p.FullGroup+"\"") {
+	if exists, same := versionGroup(filepath.Join(*dir, "api", p.Version), p.FullGroup); exists && !same {
 		return fmt.Errorf("api/%s belongs to another API group than %s: a project has one group per version folder", p.Version, p.FullGroup)
 	}
 	others, err := otherVersions(*dir, p)
@@ -334,13 +331,22 @@ func otherVersions(dir string, p project) ([]string, error) {
 		if _, err := os.Stat(filepath.Join(base, p.Lower+"_types.go")); err != nil {
 			continue
 		}
-		gv, err := os.ReadFile(filepath.Join(base, "groupversion_info.go"))
-		if err != nil || !strings.Contains(string(gv), "Group: \""+p.FullGroup+"\"") {
+		if _, same := versionGroup(base, p.FullGroup); !same {
 			continue
 		}
 		vs = append(vs, e.Name())
 	}
 	return vs, nil
+}
+
+// versionGroup reports whether the version folder dir has a
+// groupversion_info.go, and whether that declares group.
+func versionGroup(dir, group string) (exists, same bool) {
+	gv, err := os.ReadFile(filepath.Join(dir, "groupversion_info.go"))
+	if err != nil {
+		return false, false
+	}
+	return true, strings.Contains(string(gv), "Group: \""+group+"\"")
 }
 
 // render writes every template under scaffold/<set> into dir, skipping
