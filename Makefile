@@ -47,22 +47,15 @@ check-generate: assets
 test: assets vet check-generate
 	@set -e; for m in . bench examples/custom-apiserver; do if $(call has_pkgs,$$m); then echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...); fi; done
 
-## demo: the At operator on a local cluster: brings up `loom dev` (controllers,
-## scheduler, one fake node), installs the At CRD, runs the operator, creates
-## an At due five seconds later and prints its phases live until DONE, shows
-## `loom get ats`, then tears everything down.
+## demo: the At operator on a local cluster (examples/at/demo.sh): brings up
+## `loom dev` (controllers, scheduler, one fake node), runs the operator in
+## its own process (it installs the At CRD and its webhooks), creates an At
+## due five seconds later and prints its phases live until DONE, shows
+## `loom get ats` (converted by the operator's webhook), then stops the
+## operator and the cluster.
 demo: assets build
 	@$(GO) build -o bin/at-example ./examples/at
-	@set -euo pipefail; state=$$(mktemp -d); \
-	bin/loom dev up --with-controllers --nodes 1 --state-dir "$$state" >"$$state/dev.log" 2>&1 & up=$$!; \
-	trap 'bin/loom dev down --state-dir "$$state" >/dev/null 2>&1 || true; wait $$up || true; rm -rf "$$state"' EXIT; \
-	echo "$$ loom dev up --with-controllers --nodes 1"; \
-	bin/loom dev status --state-dir "$$state" --wait 3m; \
-	echo; echo "$$ at demo   # install the CRD and webhooks, run the operator, create an At due in 5s"; \
-	bin/at-example demo --kubeconfig "$$state/kubeconfig" --in 5s; \
-	echo; echo "$$ loom get ats -o wide"; \
-	bin/loom get ats -o wide --kubeconfig "$$state/kubeconfig"; \
-	echo; echo "$$ loom dev down"; bin/loom dev down --state-dir "$$state"
+	@bash examples/at/demo.sh bin
 
 ## chaos: the informer chaos trials at length (200 trials instead of the 20 of make test).
 chaos: assets

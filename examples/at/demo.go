@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,13 +15,18 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/crd"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/rest"
 )
 
-// runDemo installs the CRD, runs the operator in-process, creates an At
-// due after --in, and prints each phase change until DONE.
+// runDemo creates an At due after --in and prints each phase change until
+// DONE. It is the client half of the demo: the operator runs in its own
+// process, as it would in a cluster (`make demo` starts it with
+// --install-crds --webhooks --webhook-local), so that its conversion
+// webhook keeps answering after the demo returns, when `loom get ats` reads
+// the v1beta1 view.
 func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("at demo", flag.ContinueOnError)
 	fs.SetOutput(errOut)
@@ -32,7 +35,7 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 	in := fs.Duration("in", 5*time.Second, "how far ahead to schedule the At")
 	command := fs.String("command", `echo "Kubernetes native rocks!"`, "the command the At runs")
 	name := fs.String("name", "hello", "the At's name (in the kubeconfig's namespace, or -n)")
-	timeout := fs.Duration("timeout", time.Minute, "give up when the At is not DONE after this long")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up when the At is not DONE after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,69 +50,29 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 
-	if err := installCRDs(ctx, cfg, slog.New(slog.DiscardHandler), true); err != nil {
-		return err
-	}
-	say("CRD ats.cnat.programming-kubernetes.info is established (v1alpha1 and v1beta1, converted by the operator's webhook)")
-
-	// The operator runs in this process, with its logs on stderr at warning
-	// level so the demo's lines stay readable.
-	certDir, err := os.MkdirTemp("", "at-demo-certs")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(certDir)
-	opCtx, stopOperator := context.WithCancel(ctx)
-	opStopped := make(chan struct{})
-	var opErr error
-	go func() {
-		defer close(opStopped)
-		opErr = operator.Run(opCtx, cfg, operator.Options{
-			Webhooks: &operator.WebhookOptions{Addr: "127.0.0.1:0", CertDir: certDir, LocalURL: true},
-			Logger:   slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-	}()
-	defer func() {
-		stopOperator()
-		<-opStopped
-	}()
-	say("operator started")
-
 	rc, err := rest.New(cfg, rest.Options{})
 	if err != nil {
 		return err
 	}
 	defer rc.CloseIdleConnections()
+	// The operator installs the CRD as it starts.
+	if err := crd.WaitEstablished(ctx, rc, crd.Options{}, operator.CRDName); err != nil {
+		return fmt.Errorf("is the operator running? %w", err)
+	}
+	say("CRD %s is established (v1alpha1 and v1beta1, converted by the operator's webhook)", operator.CRDName)
 	ats, err := client.For[v1alpha1.At](ctx, rc, client.Options{Resource: operator.Resource, Scheme: operator.Scheme()})
 	if err != nil {
 		return err
 	}
 	ats = ats.Namespace(cfg.Namespace)
+	if err := waitWebhooks(ctx, ats); err != nil {
+		return err
+	}
 	if err := ats.Delete(ctx, *name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	if err := waitGone(ctx, ats, *name); err != nil {
 		return err
-	}
-	// Wait for the webhooks, unless the operator fails first: then its
-	// error is the one to show.
-	wctx, wcancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-opStopped:
-			wcancel()
-		case <-wctx.Done():
-		}
-	}()
-	err = waitWebhooks(wctx, ats)
-	wcancel()
-	if err != nil {
-		select {
-		case <-opStopped:
-			return fmt.Errorf("the operator stopped: %w", opErr)
-		default:
-			return err
-		}
 	}
 	say("webhooks answer (validation, defaulting, conversion; certificates made by the operator)")
 	due := time.Now().Add(*in).UTC().Truncate(time.Second)
@@ -179,7 +142,7 @@ func waitWebhooks(ctx context.Context, ats *client.Client[*v1alpha1.At]) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the webhooks never answered: %w", err)
+			return fmt.Errorf("the operator's webhooks never answered (is the operator running with --webhooks?): %w", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -10,9 +10,11 @@
 //
 // Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
 // it uses the in-cluster service account, as in the Deployment under
-// config/manager. `at demo` is what `make demo` runs: it installs the CRD,
-// runs the operator in-process, creates an At due a few seconds later,
-// prints its phase changes as they happen, and exits once it is DONE.
+// config/manager. `at demo` is the client half of `make demo`: with the
+// operator running (make demo starts it in its own process with
+// --install-crds --webhooks --webhook-local), it creates an At due a few
+// seconds later, prints its phase changes as they happen, and exits once it
+// is DONE.
 package main
 
 import (
@@ -52,7 +54,11 @@ func main() {
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) > 0 && args[0] == "demo" {
-		return runDemo(ctx, args[1:], out, errOut)
+		err := runDemo(ctx, args[1:], out, errOut)
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil // interrupted
+		}
+		return err
 	}
 	fs := flag.NewFlagSet("at", flag.ContinueOnError)
 	fs.SetOutput(errOut)
