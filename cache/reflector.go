@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"sync"
+	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,16 +68,25 @@ type ReflectorOptions struct {
 
 // Reflector keeps a store in step with the server: it lists (or streams a
 // list), replaces the store's contents with the result, then watches from
-// the list's resourceVersion and applies each event, as GUIDE §4 says:
+// the list's resourceVersion and applies each event:
 //
 //   - bookmarks are requested and only advance the resourceVersion;
-//   - after a transient error (a broken connection, a clean end of the
-//     watch, a server error) it watches again from the last
-//     resourceVersion it saw;
+//   - a watch that made progress (it moved the resourceVersion on, or lived
+//     for a second or more) and then ended, cleanly or not (a closed or
+//     reset connection, a truncated frame, the server's timeout), is a
+//     normal end: the reflector watches again at once from the last
+//     resourceVersion it saw, and does not report an error;
 //   - after 410 Gone (the resourceVersion was compacted) it lists again,
-//     with a consistent read, and replaces the store;
-//   - errors are reported to ErrorHandler and kept for LastError, and
-//     followed by a jittered exponential backoff.
+//     with a consistent read, and replaces the store; the first relist
+//     after progress is made at once;
+//   - a round that made no progress is a failure: it is reported to
+//     ErrorHandler, kept for LastError, and followed by a jittered wait
+//     that grows with each consecutive failure and starts over after the
+//     next progress. While the server cannot be reached (connections
+//     refused or reset before an answer, 503, 504) the waits are short
+//     probes, at most a second, so that the reflector resumes within about
+//     a second of a restarted server answering again; for other failures
+//     they grow to MaxBackoff, and a 429's Retry-After is honoured.
 //
 // The store is written only by the reflector's Run goroutine.
 type Reflector[T client.Object] struct {
@@ -91,7 +102,16 @@ type Reflector[T client.Object] struct {
 	lastErr  error
 	noStream bool // the server refused streaming lists
 	stats    ReflectorStats
+
+	// progressed says whether the current round's watch moved the
+	// resourceVersion on or lived for minProgress; only Run's goroutine
+	// uses it.
+	progressed bool
 }
+
+// minProgress is how long a watch must live, with or without events, for
+// its end to count as normal rather than as a failure.
+const minProgress = time.Second
 
 // ReflectorStats count what a Reflector has done, for tests and metrics.
 type ReflectorStats struct {
@@ -104,6 +124,10 @@ type ReflectorStats struct {
 	Watches int
 	// Errors counts the errors reported.
 	Errors int
+	// BrokenWatches counts watches that made progress and then broke (a
+	// reset connection, a truncated frame): they are watched again at once
+	// and are not counted in Errors.
+	BrokenWatches int
 }
 
 // Stats returns the counts so far.
@@ -182,9 +206,10 @@ func (e *ReflectorError) Unwrap() error { return e.Err }
 // error only if the store refuses a write (a key function failing), which
 // retrying cannot fix.
 func (r *Reflector[T]) Run(ctx context.Context) error {
-	failures := 0
+	failures := 0 // consecutive rounds that made no progress
 	relist := true
 	for ctx.Err() == nil {
+		r.progressed = false
 		var err error
 		if relist {
 			err = r.fill(ctx)
@@ -201,14 +226,26 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 		case errors.Is(err, errStore):
 			return err
 		case errors.Is(err, errRelist):
-			relist, failures = true, 0 // at once: a relist is the cure
-			continue
-		case err == nil:
-			failures = 0 // the watch ended cleanly: watch again at once
+			relist = true
+		}
+		if r.progressed {
+			// A normal end: the watch did its work until it ended. Watch
+			// (or relist) again at once.
+			failures = 0
+			if err != nil && !errors.Is(err, errRelist) {
+				r.mu.Lock()
+				r.stats.BrokenWatches++
+				r.mu.Unlock()
+				r.log.Info("watch ended; watching again", "err", err)
+			}
 			continue
 		}
-		r.report(err)
-		if !r.sleep(ctx, failures) {
+		if errors.Is(err, errRelist) {
+			r.log.Info("resourceVersion expired; listing again", "resourceVersion", r.LastSyncResourceVersion())
+		} else {
+			r.report(err)
+		}
+		if !r.sleep(ctx, r.backoff(failures, err)) {
 			return nil
 		}
 		failures++
@@ -236,14 +273,66 @@ func (r *Reflector[T]) succeeded() {
 	r.mu.Unlock()
 }
 
-// sleep waits the backoff for the given number of earlier consecutive
-// failures; false if ctx ended first.
-func (r *Reflector[T]) sleep(ctx context.Context, failures int) bool {
-	d := r.opts.InitialBackoff << min(failures, 16)
-	if d <= 0 || d > r.opts.MaxBackoff {
-		d = r.opts.MaxBackoff
+// maxProbe bounds the wait between attempts while the server cannot be
+// reached: a refused connection costs the server nothing, and a restarted
+// server should be seen within about this long of answering again.
+const maxProbe = time.Second
+
+// firstProbe is the first such wait.
+const firstProbe = 100 * time.Millisecond
+
+// backoff returns the wait after a round that made no progress and ended
+// with err, given the number of such rounds just before it.
+func (r *Reflector[T]) backoff(failures int, err error) time.Duration {
+	var d time.Duration
+	switch {
+	case errors.Is(err, errRelist) && failures == 0:
+		return 0 // the first relist is the cure, not a failure
+	case unreachable(err):
+		d = exponential(min(firstProbe, r.opts.InitialBackoff), failures, min(maxProbe, r.opts.MaxBackoff))
+	default:
+		d = exponential(r.opts.InitialBackoff, failures, r.opts.MaxBackoff)
 	}
 	d = d/2 + time.Duration(rand.Int64N(int64(d)/2+1)) // jitter: [d/2, d]
+	if secs, ok := apierrors.SuggestsClientDelay(err); ok && time.Duration(secs)*time.Second > d {
+		d = time.Duration(secs) * time.Second // a 429's or 503's Retry-After
+	}
+	return d
+}
+
+// exponential is first doubled n times, at most limit.
+func exponential(first time.Duration, n int, limit time.Duration) time.Duration {
+	d := first << min(n, 16)
+	if d <= 0 || d > limit {
+		d = limit
+	}
+	return d
+}
+
+// unreachable reports whether err says the server could not be reached or
+// is not serving yet (as while it restarts), rather than that it refused
+// the request.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return false // the server answered
+	}
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
+}
+
+// sleep waits d; false if ctx ended first.
+func (r *Reflector[T]) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
 	t := r.clock.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -372,13 +461,12 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 			return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 		}
 		r.mu.Lock()
-		r.rv, r.synced, r.lastErr = ev.Object.GetResourceVersion(), true, nil
+		r.rv, r.synced, r.lastErr, r.progressed = ev.Object.GetResourceVersion(), true, nil, true
 		r.stats.Lists++
 		r.stats.StreamingLists++
 		r.mu.Unlock()
 		r.log.Debug("streamed list", "objects", len(items), "resourceVersion", ev.Object.GetResourceVersion())
-		_, err = r.apply(ctx, w)
-		return err
+		return r.apply(ctx, w)
 	}
 }
 
@@ -403,23 +491,25 @@ func (r *Reflector[T]) watch(ctx context.Context) error {
 		return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
 	}
 	defer w.Stop()
-	n, err := r.apply(ctx, w)
-	if err == nil && n == 0 && ctx.Err() == nil && r.clock.Now().Sub(start) < time.Second {
+	err = r.apply(ctx, w)
+	if r.clock.Now().Sub(start) >= minProgress {
+		r.progressed = true
+	}
+	if err == nil && !r.progressed && ctx.Err() == nil {
 		return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: errShortWatch}
 	}
 	return err
 }
 
-// apply applies a watch's events to the store until the watch ends, and
-// returns how many it applied.
-func (r *Reflector[T]) apply(ctx context.Context, w Watch[T]) (n int, _ error) {
-	for ; ; n++ {
+// apply applies a watch's events to the store until the watch ends.
+func (r *Reflector[T]) apply(ctx context.Context, w Watch[T]) error {
+	for n := 0; ; n++ {
 		ev, err := w.Next()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
-				return n, nil
+				return nil
 			}
-			return n, &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+			return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
 		}
 		if n == 0 {
 			r.succeeded()
@@ -436,18 +526,20 @@ func (r *Reflector[T]) apply(ctx context.Context, w Watch[T]) (n int, _ error) {
 		case watch.Error:
 			err := ev.Err()
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return n, errRelist
+				return errRelist
 			}
-			return n, &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+			return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
 		default:
 			continue
 		}
 		if serr != nil {
-			return n, fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, serr)
+			return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, serr)
 		}
 		if rv := ev.Object.GetResourceVersion(); rv != "" {
 			r.mu.Lock()
-			r.rv = rv
+			if rv != r.rv {
+				r.rv, r.progressed = rv, true
+			}
 			r.mu.Unlock()
 		}
 	}

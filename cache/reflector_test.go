@@ -30,14 +30,16 @@ type scriptLW struct {
 	mu    sync.Mutex
 	steps []step
 	calls []string
+	times []time.Time   // when each call was made
 	done  chan struct{} // closed when the script has run out
 }
 
 type step struct {
 	list   *client.List[*corev1.ConfigMap]
 	events []rest.Event[*corev1.ConfigMap]
-	end    error // how a watch ends after its events (nil: io.EOF)
-	err    error // the call fails
+	end    error         // how a watch ends after its events (nil: io.EOF)
+	lasts  time.Duration // how long a watch stays open after its events
+	err    error         // the call fails
 }
 
 func newScript(steps ...step) *scriptLW { return &scriptLW{steps: steps, done: make(chan struct{})} }
@@ -45,6 +47,7 @@ func newScript(steps ...step) *scriptLW { return &scriptLW{steps: steps, done: m
 func (s *scriptLW) next(ctx context.Context, call string) (step, bool) {
 	s.mu.Lock()
 	s.calls = append(s.calls, call)
+	s.times = append(s.times, time.Now())
 	if len(s.steps) == 0 {
 		s.mu.Unlock()
 		select {
@@ -84,7 +87,7 @@ func (s *scriptLW) Watch(ctx context.Context, o metav1.ListOptions) (cache.Watch
 	if st.err != nil {
 		return nil, st.err
 	}
-	return &scriptWatch{events: st.events, end: st.end}, nil
+	return &scriptWatch{events: st.events, end: st.end, lasts: st.lasts}, nil
 }
 
 func (s *scriptLW) Calls() []string {
@@ -96,10 +99,13 @@ func (s *scriptLW) Calls() []string {
 type scriptWatch struct {
 	events []rest.Event[*corev1.ConfigMap]
 	end    error
+	lasts  time.Duration
 }
 
 func (w *scriptWatch) Next() (rest.Event[*corev1.ConfigMap], error) {
 	if len(w.events) == 0 {
+		time.Sleep(w.lasts)
+		w.lasts = 0
 		if w.end != nil {
 			return rest.Event[*corev1.ConfigMap]{}, w.end
 		}
@@ -186,7 +192,7 @@ func TestReflectorScripts(t *testing.T) {
 		wantCalls: []string{`list rv="" continue=""`, `watch rv="10" bookmarks=true`, `list rv="" continue=""`, `watch rv="30" bookmarks=true`},
 		wantKeys:  []string{"ns/z"},
 	}, {
-		name:      "a broken watch is resumed from the last resourceVersion, after a backoff",
+		name:      "a watch that made progress and then broke is resumed from the last resourceVersion, with no error reported",
 		streaming: cache.StreamingOff,
 		steps: []step{
 			{list: list("10", "", cm("a", "5"))},
@@ -195,6 +201,16 @@ func TestReflectorScripts(t *testing.T) {
 		},
 		wantCalls: []string{`list rv="" continue=""`, `watch rv="10" bookmarks=true`, `watch rv="12" bookmarks=true`, `watch rv="13" bookmarks=true`},
 		wantKeys:  []string{"ns/a", "ns/b", "ns/c"},
+	}, {
+		name:      "a watch that broke before making progress is an error",
+		streaming: cache.StreamingOff,
+		steps: []step{
+			{list: list("10", "", cm("a", "5"))},
+			{end: io.ErrUnexpectedEOF},
+			{events: []rest.Event[*corev1.ConfigMap]{bookmark("10", false)}, end: io.ErrUnexpectedEOF},
+		},
+		wantCalls: []string{`list rv="" continue=""`, `watch rv="10" bookmarks=true`, `watch rv="10" bookmarks=true`, `watch rv="10" bookmarks=true`},
+		wantKeys:  []string{"ns/a"},
 		wantErrs:  2,
 	}, {
 		name:      "a watch that closes at once with no events is an error, so it is retried after a backoff",

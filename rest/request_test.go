@@ -431,3 +431,23 @@ func TestStream(t *testing.T) {
 		t.Errorf("missing log: %v", err)
 	}
 }
+
+// TestRetryWaitCaps: with no response at all (a refused or reset
+// connection) the waits stop growing at a second, so that a client finds a
+// restarted server quickly; answers without Retry-After grow to 8s.
+func TestRetryWaitCaps(t *testing.T) {
+	p := RetryPolicy{}.withDefaults()
+	unavailable := &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}}
+	ms := time.Millisecond
+	for n, want := range []struct{ noResponse, answered time.Duration }{
+		{250 * ms, 250 * ms}, {500 * ms, 500 * ms}, {time.Second, time.Second},
+		{time.Second, 2 * time.Second}, {time.Second, 4 * time.Second}, {time.Second, 8 * time.Second}, {time.Second, 8 * time.Second},
+	} {
+		if got := p.retryWait(nil, n); got != want.noResponse {
+			t.Errorf("retry %d with no response: wait %s, want %s", n, got, want.noResponse)
+		}
+		if got := p.retryWait(unavailable, n); got != want.answered {
+			t.Errorf("retry %d after a 503: wait %s, want %s", n, got, want.answered)
+		}
+	}
+}

@@ -29,7 +29,10 @@ type RetryPolicy struct {
 	// request. Zero means 30s.
 	MaxWait time.Duration
 	// Backoff is the first wait when the server gives no Retry-After; it
-	// doubles per retry up to 8s. Zero means 250ms.
+	// doubles per retry up to 8s, or up to 1s when no response arrived at
+	// all (a refused or reset connection: probing a server that is not
+	// there costs it nothing, and a restarted server is then found within
+	// a second). Zero means 250ms.
 	Backoff time.Duration
 }
 
@@ -46,7 +49,10 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	return p
 }
 
-const maxBackoff = 8 * time.Second
+const (
+	maxBackoff      = 8 * time.Second
+	maxProbeBackoff = time.Second // when no response arrived
+)
 
 func idempotent(method string) bool {
 	switch method {
@@ -83,9 +89,13 @@ func (p RetryPolicy) retryWait(resp *http.Response, n int) time.Duration {
 			}
 		}
 	}
+	limit := maxBackoff
+	if resp == nil {
+		limit = maxProbeBackoff
+	}
 	d := p.Backoff
-	for i := 0; i < n && d < maxBackoff; i++ {
+	for i := 0; i < n && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, maxBackoff)
+	return min(d, limit)
 }
