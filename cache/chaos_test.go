@@ -3,22 +3,24 @@ package cache_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/cache"
@@ -27,69 +29,6 @@ import (
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
-
-// chaosProxy forwards TCP to the API server and can cut every open
-// connection at once, as a flaky network or a load balancer would.
-type chaosProxy struct {
-	l      net.Listener
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-}
-
-func newChaosProxy(t *testing.T, target string) *chaosProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chaosProxy{l: l, conns: map[net.Conn]struct{}{}}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.closed {
-				p.mu.Unlock()
-				c.Close()
-				u.Close()
-				return
-			}
-			p.conns[c], p.conns[u] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			wg.Go(func() { io.Copy(u, c); u.Close() })
-			wg.Go(func() { io.Copy(c, u); c.Close() })
-		}
-	})
-	t.Cleanup(func() {
-		p.mu.Lock()
-		p.closed = true
-		p.mu.Unlock()
-		l.Close()
-		p.cut()
-		wg.Wait()
-	})
-	return p
-}
-
-// cut closes every open connection; new ones are accepted.
-func (p *chaosProxy) cut() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := len(p.conns)
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-	return n
-}
 
 var chaosWidgets = client.Resource{
 	Resource:   schema.GroupVersionResource{Group: "chaos.loom.dev", Version: "v1", Resource: "widgets"},
@@ -102,13 +41,12 @@ const chaosCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResource
  "spec":{"group":"chaos.loom.dev","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget"},
   "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
 
-// fingerprint renders "name@resourceVersion" for every object, sorted.
-func fingerprint[T client.Object](objs []T) []string {
-	out := make([]string, 0, len(objs))
+// snapshot maps "namespace/name" to each object.
+func snapshot[T client.Object](objs []T) map[string]T {
+	out := make(map[string]T, len(objs))
 	for _, o := range objs {
-		out = append(out, o.GetNamespace()+"/"+o.GetName()+"@"+o.GetResourceVersion())
+		out[o.GetNamespace()+"/"+o.GetName()] = o
 	}
-	sort.Strings(out)
 	return out
 }
 
@@ -121,23 +59,33 @@ func chaosTrials() int {
 }
 
 // TestInformersSurviveChaos runs a Pod informer and a custom-resource
-// informer, through a proxy that cuts connections, while writers create,
+// informer, through a proxy that breaks connections, while writers create,
 // update and delete objects. Each trial injects one fault (kube-apiserver
 // kill -9 and restart; etcd compaction then restart, forcing 410 and a
-// relist; connection cuts), pauses the writers and checks that each cache
-// equals a fresh consistent LIST: same objects at the same
-// resourceVersions. A divergence that does not heal, and a deleted object
-// still cached, are counted; the goal for both is zero.
+// relist; connections closed cleanly, reset with RST, or cut halfway
+// through a watch event; a partition while the server moves on), pauses
+// the writers and checks that each cache equals a fresh consistent LIST,
+// whole objects compared. Between trials the proxy also breaks
+// connections at random moments, in all three ways. A divergence that does
+// not heal, a deleted object still cached, and a cached object changed in
+// place (every informer runs the mutation detector) are counted; the goal
+// for all three is zero.
 func TestInformersSurviveChaos(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := t.Context()
 	direct := restFor(t, env)
-	proxy := newChaosProxy(t, env.URL[len("https://"):])
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	proxy, err := env.StartProxy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Host = "https://" + proxy.l.Addr().String()
+	kc, err := config.Parse(proxy.Kubeconfig, "proxy kubeconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := kc.Resolve(config.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	viaProxy, err := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
 	if err != nil {
 		t.Fatal(err)
@@ -232,17 +180,19 @@ func TestInformersSurviveChaos(t *testing.T) {
 	}
 	defer func() { stopWriters(); wwg.Wait() }()
 
-	// A second fault source: connection cuts at random moments.
+	// A second fault source: connections broken at random moments, closed
+	// cleanly, reset, or cut halfway through what the server sends next.
 	var cuts atomic.Int64
 	cctx, stopCuts := context.WithCancel(ctx)
 	var cwg sync.WaitGroup
 	cwg.Go(func() {
+		faults := []func() int{proxy.Cut, proxy.Reset, proxy.Truncate}
 		for {
 			select {
 			case <-cctx.Done():
 				return
 			case <-time.After(time.Duration(200+rand.IntN(800)) * time.Millisecond):
-				if proxy.cut() > 0 {
+				if faults[rand.IntN(len(faults))]() > 0 {
 					cuts.Add(1)
 				}
 			}
@@ -253,7 +203,7 @@ func TestInformersSurviveChaos(t *testing.T) {
 	divergences, lostDeletes := 0, 0
 	trials := chaosTrials()
 	for trial := range trials {
-		switch trial % 3 {
+		switch trial % 6 {
 		case 0:
 			if err := env.RestartAPIServer(ctx); err != nil {
 				t.Fatal(err)
@@ -266,46 +216,62 @@ func TestInformersSurviveChaos(t *testing.T) {
 				t.Fatal(err)
 			}
 		case 2:
-			proxy.cut()
+			proxy.Cut()
+		case 3:
+			proxy.Reset()
+		case 4:
+			proxy.Truncate()
+		case 5:
+			proxy.Partition()
+			time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
+			proxy.Heal()
 		}
 		// Let the writers run on the healed server a moment, then pause them
 		// and compare each cache with a fresh consistent list.
 		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond)
 		paused.Store(true)
-		d1, l1 := converge(t, "pods", func() ([]string, error) {
+		d1, l1 := converge(t, "pods", func() (map[string]*corev1.Pod, error) {
 			l, err := pods.List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}
-			return fingerprint(l.Items), nil
-		}, func() []string { return fingerprint(podInf.Indexer().List()) })
-		d2, l2 := converge(t, "widgets", func() ([]string, error) {
+			return snapshot(l.Items), nil
+		}, func() map[string]*corev1.Pod { return snapshot(podInf.Indexer().List()) })
+		d2, l2 := converge(t, "widgets", func() (map[string]*unstructured.Unstructured, error) {
 			l, err := widgets.List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}
-			return fingerprint(l.Items), nil
-		}, func() []string { return fingerprint(widgetInf.Indexer().List()) })
+			return snapshot(l.Items), nil
+		}, func() map[string]*unstructured.Unstructured { return snapshot(widgetInf.Indexer().List()) })
 		divergences += d1 + d2
 		lostDeletes += l1 + l2
 		paused.Store(false)
 	}
-	if err := podInf.CheckMutations(); err != nil {
-		t.Error(err)
+	mutations := 0
+	for _, inf := range []interface{ CheckMutations() error }{podInf, widgetInf} {
+		var me *cache.MutationError
+		if err := inf.CheckMutations(); errors.As(err, &me) {
+			mutations += len(me.Keys)
+			t.Error(err)
+		} else if err != nil {
+			t.Error(err)
+		}
 	}
-	t.Logf("%d trials, %d writes, %d connection cuts: %d divergences, %d lost deletes", trials, writes.Load(), cuts.Load(), divergences, lostDeletes)
+	t.Logf("%d trials, %d writes, %d connections broken at random: %d divergences, %d lost deletes, %d mutations", trials, writes.Load(), cuts.Load(), divergences, lostDeletes, mutations)
 	if divergences != 0 || lostDeletes != 0 {
 		t.Fatalf("%d divergences and %d lost deletes; want 0", divergences, lostDeletes)
 	}
 }
 
-// converge waits up to a minute for the cache to equal the server. It returns
-// 1 divergence if it never does, and how many cached objects the server
-// no longer has (lost deletes).
-func converge(t *testing.T, what string, server func() ([]string, error), cached func() []string) (divergence, lost int) {
+// converge waits up to a minute for the cache to equal the server, whole
+// objects compared (apimachinery's semantic equality). It returns 1
+// divergence if it never does, and how many cached objects the server no
+// longer has (lost deletes).
+func converge[T client.Object](t *testing.T, what string, server func() (map[string]T, error), cached func() map[string]T) (divergence, lost int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
-	var want, got []string
+	var want, got map[string]T
 	for time.Now().Before(deadline) {
 		var err error
 		if want, err = server(); err != nil {
@@ -313,41 +279,53 @@ func converge(t *testing.T, what string, server func() ([]string, error), cached
 			continue
 		}
 		got = cached()
-		if equal(want, got) {
+		if len(diff(want, got)) == 0 {
 			return 0, 0
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	names := map[string]bool{}
-	for _, w := range want {
-		names[nameOf(w)] = true
-	}
-	for _, g := range got {
-		if !names[nameOf(g)] {
+	for k := range got {
+		if _, ok := want[k]; !ok {
 			lost++
 		}
 	}
-	t.Errorf("%s: cache never matched the server:\nserver %v\ncache  %v", what, want, got)
+	t.Errorf("%s: cache never matched the server; differences:\n%s", what, strings.Join(diff(want, got), "\n"))
 	return 1, lost
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
+// withoutKind returns obj, or for a typed object a copy with its apiVersion
+// and kind cleared: Loom's decoders set them on objects that come one by
+// one (watch events) and not on the items of a list, and they are not part
+// of the object's state.
+func withoutKind[T client.Object](obj T) runtime.Object {
+	if _, ok := any(obj).(*unstructured.Unstructured); ok {
+		return obj
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	c := obj.DeepCopyObject()
+	c.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+	return c
 }
 
-func nameOf(fp string) string {
-	for i := len(fp) - 1; i >= 0; i-- {
-		if fp[i] == '@' {
-			return fp[:i]
+// diff describes each object that differs between the server's list and
+// the cache.
+func diff[T client.Object](want, got map[string]T) []string {
+	var out []string
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			out = append(out, "missing from the cache: "+k)
+		case !equality.Semantic.DeepEqual(withoutKind(w), withoutKind(g)):
+			wj, _ := json.Marshal(w)
+			gj, _ := json.Marshal(g)
+			out = append(out, fmt.Sprintf("%s differs:\n  server %s\n  cache  %s", k, wj, gj))
 		}
 	}
-	return fp
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			out = append(out, "deleted on the server, still cached: "+k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -99,10 +99,34 @@ func (e *Env) waitAPIServer(ctx context.Context, p *proc) error {
 // the same port, with the same flags and the same etcd, then waits until it
 // is ready. Clients see their connections reset.
 func (e *Env) RestartAPIServer(ctx context.Context) error {
+	if err := e.StopAPIServer(ctx); err != nil {
+		return err
+	}
+	return e.StartAPIServer(ctx)
+}
+
+// StopAPIServer kills kube-apiserver with SIGKILL, as a crash would; etcd
+// keeps running. Clients see their connections reset and new ones refused
+// until StartAPIServer.
+func (e *Env) StopAPIServer(ctx context.Context) error {
 	e.mu.Lock()
 	p := e.apiserver
 	e.mu.Unlock()
 	p.stop(0)
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the
+// same port, with the same flags and etcd, and waits until it is ready.
+func (e *Env) StartAPIServer(ctx context.Context) error {
+	e.mu.Lock()
+	p := e.apiserver
+	e.mu.Unlock()
+	select {
+	case <-p.exited():
+	default:
+		return fmt.Errorf("testenv: kube-apiserver is running")
+	}
 	if err := p.start(); err != nil {
 		return err
 	}

@@ -110,6 +110,7 @@ type Env struct {
 	procs     []*proc // in start order
 	etcd      *proc
 	apiserver *proc
+	proxies   []*Proxy
 	stopped   bool
 }
 
@@ -265,7 +266,11 @@ func (e *Env) Stop() error {
 	}
 	e.stopped = true
 	procs := append([]*proc(nil), e.procs...)
+	proxies := e.proxies
 	e.mu.Unlock()
+	for _, p := range proxies {
+		_ = p.Close()
+	}
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].stop(e.grace)
 	}

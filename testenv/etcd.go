@@ -123,6 +123,36 @@ func (e *Env) CompactEtcd(ctx context.Context, rev int64) error {
 		map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, nil)
 }
 
+// EtcdGet returns the raw value kube-apiserver stored under key, such as
+// "/registry/configmaps/default/x", and false if there is none. Together
+// with EtcdPut and EtcdDelete it changes objects behind kube-apiserver's
+// back, for example while it is stopped, to test what clients make of
+// state they never saw change.
+func (e *Env) EtcdGet(ctx context.Context, key string) ([]byte, bool, error) {
+	var r struct {
+		Kvs []struct {
+			Value []byte `json:"value"`
+		} `json:"kvs"`
+	}
+	if err := e.etcdCall(ctx, http.MethodPost, "/v3/kv/range", map[string]any{"key": []byte(key)}, &r); err != nil {
+		return nil, false, err
+	}
+	if len(r.Kvs) == 0 {
+		return nil, false, nil
+	}
+	return r.Kvs[0].Value, true, nil
+}
+
+// EtcdPut stores value under key; see EtcdGet.
+func (e *Env) EtcdPut(ctx context.Context, key string, value []byte) error {
+	return e.etcdCall(ctx, http.MethodPost, "/v3/kv/put", map[string]any{"key": []byte(key), "value": value}, nil)
+}
+
+// EtcdDelete deletes key; see EtcdGet.
+func (e *Env) EtcdDelete(ctx context.Context, key string) error {
+	return e.etcdCall(ctx, http.MethodPost, "/v3/kv/deleterange", map[string]any{"key": []byte(key)}, nil)
+}
+
 // etcdCall sends a request to etcd's JSON gateway.
 func (e *Env) etcdCall(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
