@@ -104,9 +104,10 @@ type Reflector[T client.Object] struct {
 	stats    ReflectorStats
 
 	// progressed says whether the current round's watch moved the
-	// resourceVersion on or lived for minProgress; only Run's goroutine
-	// uses it.
-	progressed bool
+	// resourceVersion on or lived for minProgress, and filled whether it
+	// replaced the store's contents with a full list; only Run's goroutine
+	// uses them.
+	progressed, filled bool
 }
 
 // minProgress is how long a watch must live, with or without events, for
@@ -209,11 +210,13 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 	failures := 0 // consecutive rounds that made no progress
 	relist := true
 	for ctx.Err() == nil {
-		r.progressed = false
+		r.progressed, r.filled = false, false
 		var err error
 		if relist {
 			err = r.fill(ctx)
-			if err == nil {
+			if r.filled {
+				// A streaming list goes on as a watch: if that watch
+				// breaks later, it resumes rather than lists again.
 				relist = false
 			}
 		}
@@ -389,7 +392,7 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 		return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 	}
 	r.mu.Lock()
-	r.rv, r.synced, r.lastErr = rv, true, nil
+	r.rv, r.synced, r.lastErr, r.filled = rv, true, nil, true
 	r.stats.Lists++
 	r.mu.Unlock()
 	r.log.Debug("listed", "objects", len(items), "resourceVersion", rv)
@@ -461,7 +464,7 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 			return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 		}
 		r.mu.Lock()
-		r.rv, r.synced, r.lastErr, r.progressed = ev.Object.GetResourceVersion(), true, nil, true
+		r.rv, r.synced, r.lastErr, r.progressed, r.filled = ev.Object.GetResourceVersion(), true, nil, true, true
 		r.stats.Lists++
 		r.stats.StreamingLists++
 		r.mu.Unlock()

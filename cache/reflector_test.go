@@ -172,6 +172,13 @@ func TestReflectorScripts(t *testing.T) {
 		wantCalls: []string{"streaming list", `watch rv="12" bookmarks=true`},
 		wantKeys:  []string{"ns/a", "ns/b"},
 	}, {
+		name: "when a streaming list's watch breaks later, it is resumed, not listed again",
+		steps: []step{
+			{events: []rest.Event[*corev1.ConfigMap]{ev(watch.Added, cm("a", "3")), bookmark("9", true), ev(watch.Modified, cm("a", "12"))}, end: io.ErrUnexpectedEOF},
+		},
+		wantCalls: []string{"streaming list", `watch rv="12" bookmarks=true`},
+		wantKeys:  []string{"ns/a"},
+	}, {
 		name: "a server that refuses streaming lists gets paginated lists, for good",
 		steps: []step{
 			{err: invalid},
