@@ -17,26 +17,44 @@
 // itself in as holder; the write is conditional on the Lease's
 // resourceVersion, so of several candidates exactly one succeeds. The
 // leader renews every RetryPeriod. When it cannot renew for RenewDeadline
-// it stops leading: OnStartedLeading's context is cancelled, Run waits for
-// OnStartedLeading to return, calls OnStoppedLeading and returns
-// ErrLeadershipLost.
+// it stops leading at once: its fence closes (see below),
+// OnStartedLeading's context is cancelled, OnStoppedLeading is called and
+// Run returns ErrLeadershipLost, without waiting for OnStartedLeading's
+// work to return.
+//
+// # Fencing
+//
+// A goroutine cannot be stopped from outside, so work that ignores its
+// context could go on writing after another replica has taken over. The
+// context given to OnStartedLeading therefore carries the Elector as a
+// rest.Fence: every write (POST, PUT, PATCH, DELETE) sent with it, or with
+// any context derived from it (context.WithoutCancel included), is refused
+// with rest.ErrFenced and ErrLeadershipLost once leadership has ended, and
+// a write under way is cancelled when the renew deadline passes. Only
+// writes sent with an unrelated context, such as context.Background(),
+// escape the fence.
 //
 // # Clocks and safety
 //
 // Expiry is judged by each candidate's own clock, from the moment it last
 // saw the Lease change, not from the times written in the Lease: clocks of
 // different machines need not agree. What must hold is that clocks run at
-// about the same rate, and that RenewDeadline (plus the time the leader's
-// work takes to stop) is shorter than LeaseDuration: a leader that cannot
-// renew gives up after RenewDeadline, while the others wait LeaseDuration
-// from the last change they saw before taking over. With the defaults
-// (15 s, 10 s, 2 s) that leaves 5 s of margin. Work that must never run
-// twice at once has to stop within that margin when its context is
-// cancelled.
+// about the same rate, and that RenewDeadline is shorter than
+// LeaseDuration: a leader that cannot renew stops writing at most
+// RenewDeadline after it sent its last successful renewal, while the
+// others wait LeaseDuration from the last change they saw before taking
+// over. With the defaults (15 s, 10 s, 2 s) that leaves 5 s of margin for
+// a write the leader sent in time to reach the server. A process that is
+// paused (SIGSTOP, a frozen VM) and resumed after the Lease passed on
+// finds its fence closed: its writes are refused before they are sent.
+// What no client-side fence can stop is a write that left the process in
+// time and is held up in the network for longer than the margin.
 //
 // # Release on cancel
 //
-// When Run's context ends, the leader stops its work and then releases
-// the Lease (clears the holder), so another replica takes over within a
-// RetryPeriod instead of a LeaseDuration. KeepOnCancel turns that off.
+// When Run's context ends, the leader cancels its work, waits up to
+// RenewDeadline for it to return, closes its fence, waits for writes under
+// way to end, and then releases the Lease (clears the holder), so another
+// replica takes over within a RetryPeriod instead of a LeaseDuration.
+// KeepOnCancel turns the release off.
 package leaderelection

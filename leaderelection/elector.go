@@ -16,6 +16,7 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/rest"
 )
 
 // Options configure [New]. Namespace and Name are required; every other
@@ -40,11 +41,16 @@ type Options struct {
 	// false (release).
 	KeepOnCancel bool
 	// OnStartedLeading runs, in its own goroutine, when this candidate
-	// becomes leader. Its context is cancelled when leadership ends; Run
-	// waits for it to return. Required.
+	// becomes leader. Its context is cancelled when leadership ends, and
+	// it carries the Elector as a rest.Fence: writes sent with it, or with
+	// any context derived from it, are refused once leadership ends, even
+	// when the work ignores the cancellation. On a normal end (Run's
+	// context cancelled) Run waits up to RenewDeadline for it to return
+	// before releasing the Lease; when leadership is lost, Run returns at
+	// once without waiting. Required.
 	OnStartedLeading func(ctx context.Context)
-	// OnStoppedLeading is called after OnStartedLeading has returned, when
-	// leadership ended. Optional.
+	// OnStoppedLeading is called when leadership ends, before Run returns;
+	// OnStartedLeading's work may still be running (fenced). Optional.
 	OnStoppedLeading func()
 	// OnNewLeader is called when the holder of the Lease changes, with the
 	// new holder's identity ("" when released). Optional.
@@ -56,7 +62,8 @@ type Options struct {
 }
 
 // ErrLeadershipLost is returned by Run when the leader could not renew the
-// Lease within RenewDeadline.
+// Lease within RenewDeadline, and by the Elector's fence (see Enter) for
+// writes attempted without leadership.
 var ErrLeadershipLost = errors.New("leaderelection: leadership lost")
 
 // Elector campaigns for one Lease. Create it with New and call Run once.
@@ -71,6 +78,10 @@ type Elector struct {
 	seenAt    time.Time             // our clock when its holder or renew time last changed
 	renewedAt time.Time             // our clock when our last successful write was sent
 	leading   bool
+	fenced    bool          // leadership ended: the fence refuses writes until we lead again
+	inFlight  int           // fenced writes under way
+	drained   chan struct{} // closed when inFlight drops to 0 while fenced
+	lastErr   error         // the last attempt's error; nil after a success or a conflict
 }
 
 // New returns an Elector for the Lease in opts. leases is the Lease client.
@@ -124,8 +135,16 @@ func (e *Elector) IsLeader() bool {
 
 // Run campaigns until this candidate leads, then leads until ctx ends or
 // the Lease cannot be renewed. It returns nil when ctx ends (after
-// releasing the Lease, unless KeepOnCancel) and ErrLeadershipLost when
-// renewal failed. Run must be called once.
+// releasing the Lease, unless KeepOnCancel) and ErrLeadershipLost, at
+// once, when renewal failed. Run must be called once.
+//
+// Leadership is safe against a leader that stalls, as long as the
+// candidates' clocks run at about the same rate: a leader stops leading,
+// and its fence refuses writes, at most RenewDeadline after its last
+// successful renewal was sent, while another candidate takes over no
+// sooner than LeaseDuration after it saw that renewal. The difference
+// between the two is the margin for a write still on its way to the
+// server.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.acquire(ctx) {
 		return nil // ctx ended before we led
@@ -135,34 +154,119 @@ func (e *Elector) Run(ctx context.Context) error {
 	workDone := make(chan struct{})
 	go func() {
 		defer close(workDone)
-		e.opts.OnStartedLeading(leadCtx)
+		e.opts.OnStartedLeading(rest.WithFence(leadCtx, e))
 	}()
 	lost := e.renew(leadCtx)
 	stopLeading()
-	<-workDone
-	e.mu.Lock()
-	e.leading = false
-	e.mu.Unlock()
+	if lost {
+		// Fence first, then report: the work may run on, but it can no
+		// longer write.
+		e.fence()
+		e.log.Error("lost leadership: could not renew the lease", "renewDeadline", e.opts.RenewDeadline, "err", e.LastError())
+		if e.opts.OnStoppedLeading != nil {
+			e.opts.OnStoppedLeading()
+		}
+		return ErrLeadershipLost
+	}
+	t := e.clock.NewTimer(e.opts.RenewDeadline)
+	select {
+	case <-workDone:
+	case <-t.C():
+		e.log.Warn("leader work did not return after its context ended; releasing the lease with its writes fenced", "waited", e.opts.RenewDeadline)
+	}
+	t.Stop()
+	drained := e.fence()
 	if e.opts.OnStoppedLeading != nil {
 		e.opts.OnStoppedLeading()
 	}
-	if lost {
-		e.log.Warn("lost leadership: could not renew the lease", "renewDeadline", e.opts.RenewDeadline)
-		return ErrLeadershipLost
-	}
 	if !e.opts.KeepOnCancel {
+		// Writes already under way end within RenewDeadline (their
+		// deadline); the next leader must not start before they have.
+		<-drained
 		e.release()
 	}
 	return nil
+}
+
+// fence ends leadership: from now on the fence refuses writes. It returns
+// a channel closed once no fenced write is under way.
+func (e *Elector) fence() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leading, e.fenced = false, true
+	e.drained = make(chan struct{})
+	if e.inFlight == 0 {
+		close(e.drained)
+	}
+	return e.drained
+}
+
+// Enter lets the leader's writes through, as a rest.Fence: while this
+// candidate leads, a write may take until RenewDeadline after the last
+// successful renewal (by then either the Lease was renewed, or leadership
+// is lost); otherwise the write is refused with ErrLeadershipLost.
+func (e *Elector) Enter() (time.Duration, func(), error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.leading {
+		return 0, nil, ErrLeadershipLost
+	}
+	remaining := e.renewedAt.Add(e.opts.RenewDeadline).Sub(e.clock.Now())
+	if remaining <= 0 {
+		return 0, nil, ErrLeadershipLost
+	}
+	e.inFlight++
+	var once sync.Once
+	return remaining, func() {
+		once.Do(func() {
+			e.mu.Lock()
+			e.inFlight--
+			if e.inFlight == 0 && e.fenced {
+				close(e.drained)
+			}
+			e.mu.Unlock()
+		})
+	}, nil
+}
+
+// LastError returns the error of the last attempt to acquire or renew the
+// Lease, or nil if it succeeded (or lost a race to another candidate).
+// Errors such as Forbidden (RBAC) or NotFound (a missing namespace) keep a
+// candidate from ever leading; the manager reports them in /readyz.
+func (e *Elector) LastError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastErr
+}
+
+// attempted records the outcome of one attempt and logs a failure: a
+// conflict (another candidate wrote first) at debug level, anything else
+// as an error the first time it is seen.
+func (e *Elector) attempted(ctx context.Context, err error, what string) {
+	if ctx.Err() != nil {
+		return
+	}
+	if apierrors.IsConflict(err) {
+		err = nil
+	}
+	e.mu.Lock()
+	prev := e.lastErr
+	e.lastErr = err
+	e.mu.Unlock()
+	switch {
+	case err == nil:
+	case prev == nil || prev.Error() != err.Error():
+		e.log.Error("could not "+what+" the lease", "err", err)
+	default:
+		e.log.Debug("could not "+what+" the lease", "err", err)
+	}
 }
 
 // acquire tries every RetryPeriod until it holds the Lease or ctx ends.
 func (e *Elector) acquire(ctx context.Context) bool {
 	for {
 		ok, err := e.tryAcquireOrRenew(ctx)
-		if err != nil && ctx.Err() == nil {
-			e.log.Debug("could not acquire the lease", "err", err)
-		}
+		e.attempted(ctx, err, "acquire")
 		if ok {
 			return true
 		}
@@ -189,12 +293,10 @@ func (e *Elector) renew(ctx context.Context) (lost bool) {
 		renewed := false
 		for !renewed && rctx.Err() == nil {
 			ok, err := e.tryAcquireOrRenew(rctx)
+			e.attempted(rctx, err, "renew")
 			if ok {
 				renewed = true
 				break
-			}
-			if err != nil && rctx.Err() == nil {
-				e.log.Debug("renewal failed; retrying", "err", err)
 			}
 			if !e.holds() {
 				break // someone else holds it: no point retrying
@@ -284,7 +386,7 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 // wrote records a successful write of ours, sent at start.
 func (e *Elector) wrote(start time.Time) {
 	e.mu.Lock()
-	e.renewedAt, e.leading = start, true
+	e.renewedAt, e.leading, e.fenced = start, true, false
 	e.mu.Unlock()
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/client"
@@ -284,5 +285,99 @@ func TestOptionsValidation(t *testing.T) {
 	got, err := c.Namespace("default").List(t.Context(), metav1.ListOptions{})
 	if err != nil || got == nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLostLeaderReportsAtOnceAndFences cuts a leader off from the API
+// server while its work ignores its context and never returns. Run must
+// still return ErrLeadershipLost, at the renew deadline, and from then on
+// the fence the work's context carries refuses writes, even through a
+// connection that still works and a context detached from cancellation.
+func TestLostLeaderReportsAtOnceAndFences(t *testing.T) {
+	p := newProxy(t, shared.Env(t).URL[len("https://"):])
+	cut := leases(t, "https://"+p.l.Addr().String())
+	direct := leases(t, "").Namespace("default")
+	release := make(chan struct{})
+	defer close(release)
+	workCtx := make(chan context.Context, 1)
+	opts := fast
+	opts.Namespace, opts.Name, opts.Identity = "default", "fenced-at-once", "a"
+	opts.OnStartedLeading = func(ctx context.Context) {
+		workCtx <- ctx
+		<-release // ignores ctx: returns only when the test ends
+	}
+	e, err := leaderelection.New(cut, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Run(t.Context()) }()
+	ctx := context.WithoutCancel(<-workCtx)
+	write := func() error {
+		_, err := direct.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "fenced-write-"}}, metav1.CreateOptions{})
+		return err
+	}
+	if err := write(); err != nil {
+		t.Fatalf("a write while leading: %v", err)
+	}
+	p.cutOff()
+	select {
+	case err := <-done:
+		if !errors.Is(err, leaderelection.ErrLeadershipLost) {
+			t.Fatalf("Run = %v, want ErrLeadershipLost", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not report the loss while the work was still running")
+	}
+	if err := write(); !errors.Is(err, rest.ErrFenced) || !errors.Is(err, leaderelection.ErrLeadershipLost) {
+		t.Fatalf("a write after the loss: %v, want ErrFenced wrapping ErrLeadershipLost", err)
+	}
+	if e.IsLeader() {
+		t.Error("IsLeader after the loss")
+	}
+}
+
+// TestLastErrorNamesWhyACandidateCannotLead runs a candidate as a user
+// with no RBAC: it cannot read the Lease, and LastError says Forbidden.
+func TestLastErrorNamesWhyACandidateCannotLead(t *testing.T) {
+	env := shared.Env(t)
+	kc, err := env.UserKubeconfig("nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := config.Parse(kc, "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := k.Resolve(config.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.CloseIdleConnections()
+	c, err := client.For[coordinationv1.Lease](t.Context(), rc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fast
+	opts.Namespace, opts.Name = "default", "forbidden"
+	opts.OnStartedLeading = func(context.Context) { t.Error("led without access to the Lease") }
+	e, err := leaderelection.New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(time.Minute)
+	for e.LastError() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := e.LastError(); !apierrors.IsForbidden(err) {
+		t.Fatalf("LastError = %v, want Forbidden", err)
 	}
 }

@@ -23,15 +23,21 @@
 // that implement [LeaderRunnable] and return true (controllers do) start
 // only once this replica leads, and stop when leadership ends; the others
 // (informers, webhooks, the probe and metrics servers) run on every
-// replica. When leadership is lost, Start stops everything and returns
-// leaderelection.ErrLeadershipLost: the process should exit, and a new one
-// campaigns again.
+// replica. When leadership is lost, the leader runnables' writes are
+// fenced at once (see the leaderelection package: nothing they send with
+// their context, or a context derived from it, through a client of this
+// manager reaches the server any more, even if they ignore the
+// cancellation), Start stops the other runnables and returns
+// leaderelection.ErrLeadershipLost without waiting for the leader
+// runnables. The process should exit then, as controller-runtime's do, and
+// a new one campaigns again.
 //
 // # Probes and metrics
 //
 // /healthz answers 200 while the manager runs; /readyz answers 200 once
 // every informer of the factory has synced, and 503 naming the ones that
-// have not. /metrics serves the manager's Prometheus registry: reconcile
+// have not, or, with leader election, naming why the last attempt to
+// acquire or renew the Lease failed (RBAC, a missing namespace). /metrics serves the manager's Prometheus registry: reconcile
 // counts by outcome and durations per controller, the work queues'
 // metrics, and REST request counts by code and latencies.
 //

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -162,5 +163,39 @@ func TestCachedClientReadsItsWrites(t *testing.T) {
 	got, ok, err := cc.Get(ctx, "default", "mine")
 	if err != nil || !ok || got.ResourceVersion != cm.ResourceVersion {
 		t.Fatalf("read after create: %v %v %v", got, ok, err)
+	}
+}
+
+// TestReadyzReportsLeaseErrors: a candidate whose Lease lives in a
+// namespace that does not exist can never lead; /readyz says so and why.
+func TestReadyzReportsLeaseErrors(t *testing.T) {
+	mgr, err := manager.New(cfg(t), manager.Options{HealthAddr: "127.0.0.1:0", LeaderElection: manager.LeaderElection{
+		Enabled: true, Namespace: "no-such-namespace", Name: "x",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	var body string
+	eventually(t, "/readyz to report the lease error", func() bool {
+		addr := mgr.Addr("health")
+		if addr == nil {
+			return false
+		}
+		resp, err := http.Get("http://" + addr.String() + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "leader election")
+	})
+	if !strings.Contains(body, "not found") {
+		t.Errorf("/readyz says %q; want it to name the missing namespace", body)
 	}
 }

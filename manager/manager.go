@@ -106,7 +106,8 @@ type Manager struct {
 	runnables []Runnable
 	started   bool
 	leading   bool
-	addrs     map[string]net.Addr // "health", "metrics": where they listen
+	elector   *leaderelection.Elector // with leader election, once started
+	addrs     map[string]net.Addr     // "health", "metrics": where they listen
 }
 
 // ErrStarted is returned by Add after Start.
@@ -186,11 +187,14 @@ func (m *Manager) Addr(server string) net.Addr {
 	return m.addrs[server]
 }
 
-// IsLeader reports whether the leader runnables run here (always true
-// without leader election, once started).
+// IsLeader reports whether this manager leads: with leader election,
+// whether it holds the Lease now; without, whether it has started.
 func (m *Manager) IsLeader() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.elector != nil {
+		return m.elector.IsLeader()
+	}
 	return m.leading
 }
 
@@ -213,6 +217,16 @@ func needsLeader(r Runnable) bool {
 // Start runs everything until ctx ends, then shuts down and returns nil;
 // or returns an error when a server cannot listen, a runnable fails, or
 // leadership is lost (leaderelection.ErrLeadershipLost).
+//
+// When leadership is lost, the leader runnables' contexts are cancelled
+// and their writes are fenced at once: every write sent with their context
+// (or a context derived from it) through a client of this manager is
+// refused from the moment the Lease could no longer be renewed, so none
+// can land after another replica takes over, even from a runnable that
+// ignores its context. Start then stops the other runnables and returns
+// the error without waiting for the leader runnables. The program should
+// exit on it, as controller-runtime's managers do; a restarted process
+// joins the election again as a candidate.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
@@ -280,9 +294,12 @@ func (m *Manager) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("manager: %w", err)
 		}
+		m.mu.Lock()
+		m.elector = e
+		m.mu.Unlock()
 		wg.Go(func() {
 			if err := e.Run(ctx); err != nil {
-				cancel(err)
+				cancel(fmt.Errorf("manager: %w", err))
 			}
 		})
 	} else {
@@ -340,8 +357,20 @@ func (m *Manager) serve(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// ready answers /readyz: 200 when every informer has synced.
+// ready answers /readyz: 200 when every informer has synced and, with
+// leader election, the last attempt to acquire or renew the Lease did not
+// fail (a Forbidden or a missing namespace would keep this replica from
+// ever leading).
 func (m *Manager) ready(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	e := m.elector
+	m.mu.Unlock()
+	if e != nil {
+		if err := e.LastError(); err != nil {
+			http.Error(w, "leader election: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	cancel() // do not wait: report the state now
 	if err := m.factory.WaitForCacheSync(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,12 @@ import (
 // needs it and stopped after the last.
 var shared = testenv.Shared{Options: testenv.Options{Controllers: true}}
 
-func TestMain(m *testing.M) { shared.Main(m) }
+func TestMain(m *testing.M) {
+	if id := os.Getenv(candidateEnv); id != "" {
+		os.Exit(runCandidate(id)) // a re-executed fencing candidate
+	}
+	shared.Main(m)
+}
 
 func cfg(t *testing.T) config.Config {
 	t.Helper()

@@ -229,6 +229,11 @@ func (r *Request) DoRaw(ctx context.Context) (*Result, error) {
 }
 
 func (r *Request) do(ctx context.Context, accept string) (*Result, error) {
+	ctx, leave, err := enterFence(ctx, r.method, r.URL().Path)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	if r.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.timeout)
@@ -310,7 +315,7 @@ func (r *Request) send(ctx context.Context, accept string) (*http.Response, erro
 	for attempt := 0; ; attempt++ {
 		if c.limiter != nil {
 			if err := c.limiter.Wait(ctx); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("rest: %s %s: %w", r.method, u.Path, context.Cause(ctx))
 			}
 		}
 		req, err := http.NewRequestWithContext(ctx, r.method, u.String(), nil)
@@ -369,14 +374,14 @@ func (r *Request) send(ctx context.Context, accept string) (*http.Response, erro
 				drain(resp.Body)
 			}
 			if err := sleep(ctx, c, wait); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("rest: %s %s: %w", r.method, u.Path, context.Cause(ctx))
 			}
 			waited += wait
 			continue
 		}
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				return nil, fmt.Errorf("rest: %s %s: %w", r.method, u.Path, ctx.Err())
+				return nil, fmt.Errorf("rest: %s %s: %w", r.method, u.Path, context.Cause(ctx))
 			}
 			return nil, fmt.Errorf("rest: %s %s: %w", r.method, u.Path, err)
 		}
