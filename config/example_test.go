@@ -45,7 +45,7 @@ func ExampleLoad() {
 	fmt.Println(cfg.Auth) // secrets are redacted
 	// Output:
 	// https://dev.example:6443 team-b dev
-	// {BearerToken:[redacted] BearerTokenFile: Username: Password: Exec:<nil>}
+	// {BearerToken:[redacted] BearerTokenFile: Username: Password: Exec:<nil> OIDC:<nil>}
 }
 
 func ExampleLoad_unknownContext() {
