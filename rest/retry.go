@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/loom-k8s/loom/config"
 )
 
 // RetryPolicy bounds retries. A request is retried when it is idempotent
@@ -62,6 +64,12 @@ func retryable(ctx context.Context, method string, resp *http.Response, err erro
 		return false
 	}
 	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			// Getting credentials failed (an exec plugin, an OIDC issuer
+			// that refused a connection): not the API server's connection.
+			return false
+		}
 		return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 			errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 	}
