@@ -3,8 +3,6 @@
 package rest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -16,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/internal/termtest"
 )
 
 // blockingPlugin writes an exec plugin that, while dir/block exists,
@@ -192,17 +189,8 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 			wantToken := plain
 			switch tt.stdin {
 			case "tty":
-				ptmx, tty, err := pty.Open()
-				if err != nil {
-					t.Fatal(err)
-				}
-				opts = ExecOptions{Stdin: tty, Stderr: tty}
-				typist := typeOnPrompt(ptmx, "token: ", typed+"\n")
-				t.Cleanup(func() {
-					tty.Close()
-					ptmx.Close()
-					<-typist
-				})
+				term := termtest.Open(t, "token: ", typed+"\n")
+				opts = ExecOptions{Stdin: term.TTY, Stderr: term.TTY}
 				if strings.HasSuffix(tt.wantReport, "tty=true") {
 					wantToken = typed
 				}
@@ -240,28 +228,4 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 			}
 		})
 	}
-}
-
-// typeOnPrompt reads the terminal's output from ptmx and, each time it
-// shows prompt, types answer. The returned channel is closed when ptmx is
-// closed.
-func typeOnPrompt(ptmx *os.File, prompt, answer string) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r := bufio.NewReader(ptmx)
-		var seen bytes.Buffer
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				return
-			}
-			seen.WriteByte(b)
-			if bytes.HasSuffix(seen.Bytes(), []byte(prompt)) {
-				seen.Reset()
-				ptmx.WriteString(answer)
-			}
-		}
-	}()
-	return done
 }
