@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -166,7 +167,7 @@ func setAuthProviderConfig(data []byte, user string, values map[string]string) (
 		return data, false, nil
 	}
 	var buf bytes.Buffer
-	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' && !hasAlias(&doc) {
 		if err := writeJSON(&buf, &doc); err != nil {
 			return nil, false, err
 		}
@@ -209,14 +210,21 @@ func strNode(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
 }
 
-// writeJSON writes a YAML node tree read from a JSON file back as JSON,
-// keeping the order of keys.
+// hasAlias reports whether the tree under n uses a YAML alias (which JSON
+// cannot hold, and which writeJSON would have to expand).
+func hasAlias(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode {
+		return true
+	}
+	return slices.ContainsFunc(n.Content, hasAlias)
+}
+
+// writeJSON writes a YAML node tree read from a JSON file (so without
+// aliases) back as JSON, keeping the order of keys.
 func writeJSON(b *bytes.Buffer, n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		return writeJSON(b, n.Content[0])
-	case yaml.AliasNode:
-		return writeJSON(b, n.Alias)
 	case yaml.MappingNode:
 		b.WriteByte('{')
 		for i := 0; i+1 < len(n.Content); i += 2 {

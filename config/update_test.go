@@ -62,6 +62,8 @@ func TestUpdateAuthProviderConfig(t *testing.T) {
 		// keep are strings of the original file that must still be there.
 		keep    []string
 		wantErr string
+		// yaml is set for flow-style content that must not become JSON.
+		yaml bool
 	}{
 		{
 			name: "yaml", content: kubeconfigWithOIDC, user: "alice", values: newTokens,
@@ -77,6 +79,13 @@ func TestUpdateAuthProviderConfig(t *testing.T) {
 			user:    "alice", values: newTokens,
 			want: map[string]map[string]string{"alice": {OIDCClientID: "k", OIDCIDToken: "new-id", OIDCRefreshToken: "new-refresh", "n": "1"}},
 			keep: []string{`"x-unknown": [`, `2.5`, `null`},
+		},
+		{
+			name:    "flow style with aliases stays YAML",
+			content: `{"a": &a [1, 2], "b": *a, "users": [{"name": "alice", "user": {"auth-provider": {"name": "oidc"}}}]}`,
+			user:    "alice", values: newTokens, yaml: true,
+			want: map[string]map[string]string{"alice": newTokens},
+			keep: []string{"&a", "*a"},
 		},
 		{
 			name:    "config missing",
@@ -137,7 +146,7 @@ func TestUpdateAuthProviderConfig(t *testing.T) {
 					t.Errorf("%q was lost:\n%s", s, after)
 				}
 			}
-			if strings.HasPrefix(tt.content, "{") && !json.Valid(after) {
+			if strings.HasPrefix(tt.content, "{") && !tt.yaml && !json.Valid(after) {
 				t.Errorf("a JSON kubeconfig became:\n%s", after)
 			}
 			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
