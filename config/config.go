@@ -97,7 +97,8 @@ type Auth struct {
 	// Origin is the kubeconfig file the credentials came from, or empty.
 	// Error messages name it, and when the OIDC provider refreshes its
 	// tokens, package rest writes them back to users[User] in this file, as
-	// kubectl does. Empty means refreshed tokens are kept in memory only.
+	// kubectl does. If Origin or User is empty, refreshed tokens are kept
+	// in memory only.
 	Origin string
 }
 

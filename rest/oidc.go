@@ -174,11 +174,11 @@ func (p *oidcProvider) fail(key string, err error) error {
 
 // token returns an id-token to send, refreshing it first if needed.
 func (p *oidcProvider) token(ctx context.Context) (string, error) {
-	if tok, err, ok := p.current(); ok {
+	if tok, refresh, err := p.current(); !refresh {
 		return tok, err
 	}
 	tok, err := p.refreshes.do(ctx, func(ctx context.Context) (string, error) {
-		if tok, err, ok := p.current(); ok {
+		if tok, refresh, err := p.current(); !refresh {
 			return tok, err // a refresh that ended just before this one began
 		}
 		return p.refresh(ctx)
@@ -190,21 +190,21 @@ func (p *oidcProvider) token(ctx context.Context) (string, error) {
 }
 
 // current returns the id-token when it can be sent as it is, or the error
-// to return when it cannot and there is no refresh-token (ok is true in
-// both cases). ok is false when the tokens must be refreshed.
-func (p *oidcProvider) current() (tok string, err error, ok bool) {
+// to return when it cannot and there is no refresh-token. refresh is true
+// when the tokens must be refreshed instead.
+func (p *oidcProvider) current() (tok string, refresh bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.idToken != "" && p.idTokenErr == nil && !p.rejected && p.clock.Now().Add(oidcExpiryMargin).Before(p.expiry) {
-		return p.idToken, nil, true
+		return p.idToken, false, nil
 	}
 	switch {
 	case p.refreshToken != "":
-		return "", nil, false
+		return "", true, nil
 	case p.idTokenErr != nil:
-		return "", p.fail(config.OIDCIDToken, p.idTokenErr), true
+		return "", false, p.fail(config.OIDCIDToken, p.idTokenErr)
 	}
-	return "", p.fail(config.OIDCRefreshToken, ErrNoRefreshToken), true
+	return "", false, p.fail(config.OIDCRefreshToken, ErrNoRefreshToken)
 }
 
 // refused notes that the server answered 401 to token: if it is still the

@@ -42,6 +42,16 @@ func (a *oidcAPI) revoke(tok string) {
 	a.revoked[tok] = true
 }
 
+// first returns the bearer token of the first request.
+func (a *oidcAPI) first() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.seen) == 0 {
+		return ""
+	}
+	return a.seen[0]
+}
+
 func (a *oidcAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	a.mu.Lock()
@@ -170,7 +180,7 @@ func TestOIDCRefresh(t *testing.T) {
 			}
 			gotID, gotRT := fileTokens(t, path)
 			if !tt.wantRefresh {
-				if gotID != id || gotRT != rt || api.seen[0] != id {
+				if gotID != id || gotRT != rt || api.first() != id {
 					t.Errorf("tokens changed without a refresh")
 				}
 				return
@@ -179,7 +189,7 @@ func TestOIDCRefresh(t *testing.T) {
 			if gotID != newID || gotRT != newRT {
 				t.Errorf("the kubeconfig does not hold the refreshed tokens")
 			}
-			if api.seen[0] != newID {
+			if api.first() != newID {
 				t.Errorf("the request did not carry the refreshed id-token")
 			}
 			if method != tt.wantMethod {

@@ -16,7 +16,8 @@ import (
 // (GET, HEAD, OPTIONS, PUT, DELETE) and the server answered 429 Too Many
 // Requests or 503 Service Unavailable, or the connection was reset or
 // refused before a response arrived. POST and PATCH are never retried: the
-// server may have acted on them.
+// server may have acted on them. A failure to get credentials (an exec
+// plugin's, an OIDC refresh's: a *config.Error) is not retried either.
 //
 // The wait before a retry is the server's Retry-After when given, otherwise
 // an exponential backoff. A retry is only made while the total wait stays
