@@ -3,8 +3,11 @@ module github.com/loom-k8s/loom
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/prometheus/client_golang v1.23.2
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/term v0.39.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	sigs.k8s.io/yaml v1.6.0

@@ -74,8 +74,8 @@ type TLS struct {
 }
 
 // Auth holds credentials. At most one of BearerToken/BearerTokenFile,
-// Username/Password and Exec should be used; client certificates in [TLS]
-// may be combined with any of them.
+// Username/Password, Exec and OIDC should be used; client certificates in
+// [TLS] may be combined with any of them.
 type Auth struct {
 	// BearerToken is sent as "Authorization: Bearer <token>".
 	BearerToken string
@@ -88,8 +88,56 @@ type Auth struct {
 	Password string
 	// Exec configures an exec credential plugin.
 	Exec *ExecConfig
-	// Origin is the file the credentials came from, for error messages.
+	// OIDC configures the "oidc" auth provider: an OpenID Connect id-token,
+	// refreshed at the issuer when it expires.
+	OIDC *OIDC
+	// User is the name of the kubeconfig user entry (users[].name) the
+	// credentials came from, or empty. Error messages name fields under it.
+	User string
+	// Origin is the kubeconfig file the credentials came from, or empty.
+	// Error messages name it, and when the OIDC provider refreshes its
+	// tokens, package rest writes them back to users[User] in this file, as
+	// kubectl does. If Origin or User is empty, refreshed tokens are kept
+	// in memory only.
 	Origin string
+}
+
+// OIDC is the "oidc" auth provider of a kubeconfig user
+// (users[].user.auth-provider with name oidc), resolved. Package rest sends
+// IDToken as a bearer token; when it has expired, or the server refused it,
+// rest exchanges RefreshToken for a new one at the issuer's token endpoint
+// (found in the issuer's discovery document).
+//
+// Formatting an OIDC with fmt or slog redacts the tokens and the client
+// secret.
+type OIDC struct {
+	// IssuerURL is the issuer, an https URL (idp-issuer-url). Its discovery
+	// document is IssuerURL + "/.well-known/openid-configuration".
+	// Required.
+	IssuerURL string
+	// ClientID is the OAuth 2.0 client the tokens were issued to
+	// (client-id). Required.
+	ClientID string
+	// ClientSecret is the client's secret (client-secret), or empty for a
+	// public client. Never logged.
+	ClientSecret string
+	// IDToken is the current id-token, a JWT (id-token). Empty means: get
+	// one with RefreshToken before the first request. Never logged.
+	IDToken string
+	// RefreshToken gets new id-tokens (refresh-token). Empty means the
+	// id-token is used until it expires; after that, requests fail. Never
+	// logged.
+	RefreshToken string
+	// CAFile and CAData hold PEM CA certificates that verify the issuer
+	// (idp-certificate-authority, and idp-certificate-authority-data, which
+	// is base64 in the file). If both are empty, the system roots are used.
+	CAFile string
+	CAData []byte
+	// ExtraScopes are the scopes of extra-scopes (comma-separated in the
+	// file). They are kept for reference only: like kubectl, Loom sends no
+	// scope when it refreshes a token, so the refreshed token has the
+	// scopes of the original grant.
+	ExtraScopes []string
 }
 
 // Impersonation makes requests act as another user. The authenticated user
@@ -120,8 +168,13 @@ type ExecConfig struct {
 	// ProvideClusterInfo passes the cluster's details to the plugin through
 	// the KUBERNETES_EXEC_INFO variable.
 	ProvideClusterInfo bool `json:"provideClusterInfo,omitempty"`
-	// InteractiveMode is Never, IfAvailable or Always. Loom never runs
-	// plugins interactively, so Always fails.
+	// InteractiveMode says whether the plugin may talk to the user through
+	// a terminal: Never, IfAvailable or Always. With IfAvailable or Always,
+	// and a terminal offered through package rest's ExecOptions, the
+	// plugin gets the terminal as standard input; Always fails without one.
+	// Empty means Never. [Kubeconfig.Resolve] fills in IfAvailable for
+	// client.authentication.k8s.io/v1beta1 plugins and requires a value for
+	// v1 ones, as kubectl does.
 	InteractiveMode string `json:"interactiveMode,omitempty"`
 }
 
@@ -190,8 +243,8 @@ func (a Auth) String() string {
 	if a.Exec != nil {
 		exec = a.Exec.String()
 	}
-	return fmt.Sprintf("{BearerToken:%s BearerTokenFile:%s Username:%s Password:%s Exec:%s}",
-		redact(a.BearerToken), a.BearerTokenFile, a.Username, redact(a.Password), exec)
+	return fmt.Sprintf("{BearerToken:%s BearerTokenFile:%s Username:%s Password:%s Exec:%s OIDC:%s}",
+		redact(a.BearerToken), a.BearerTokenFile, a.Username, redact(a.Password), exec, a.OIDC)
 }
 
 // GoString is like String, for %#v.
@@ -216,17 +269,62 @@ func (e *ExecConfig) String() string {
 // GoString is like String, for %#v.
 func (e *ExecConfig) GoString() string { return "&config.ExecConfig" + e.String() }
 
+// LogValue implements slog.LogValuer with environment values redacted.
+func (e *ExecConfig) LogValue() slog.Value { return slog.StringValue(e.String()) }
+
+// String describes the provider with the tokens and the client secret
+// redacted.
+func (o *OIDC) String() string {
+	if o == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("{IssuerURL:%s ClientID:%s ClientSecret:%s IDToken:%s RefreshToken:%s CAFile:%s CAData:%s ExtraScopes:%q}",
+		o.IssuerURL, o.ClientID, redact(o.ClientSecret), redact(o.IDToken), redact(o.RefreshToken), o.CAFile, sizeOnly(o.CAData), o.ExtraScopes)
+}
+
+// GoString is like String, for %#v.
+func (o *OIDC) GoString() string { return "&config.OIDC" + o.String() }
+
+// LogValue implements slog.LogValuer with secrets redacted.
+func (o *OIDC) LogValue() slog.Value { return slog.StringValue(o.String()) }
+
+// String describes the provider with every configuration value redacted
+// except those known to hold no secret.
+func (p *AuthProvider) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	kv := make([]string, 0, len(p.Config))
+	for _, k := range sortedKeys(p.Config) {
+		v := p.Config[k]
+		if !publicAuthProviderKeys[k] {
+			v = redact(v)
+		}
+		kv = append(kv, k+"="+v)
+	}
+	return fmt.Sprintf("{Name:%s Config:[%s]}", p.Name, strings.Join(kv, " "))
+}
+
+// GoString is like String, for %#v.
+func (p *AuthProvider) GoString() string { return "&config.AuthProvider" + p.String() }
+
+// LogValue implements slog.LogValuer with secrets redacted.
+func (p *AuthProvider) LogValue() slog.Value { return slog.StringValue(p.String()) }
+
 // String returns a description with secrets redacted.
 func (u *User) String() string {
 	if u == nil {
 		return "<nil>"
 	}
-	return fmt.Sprintf("{ClientCertificate:%s ClientKey:%s ClientKeyData:%s Token:%s TokenFile:%s Username:%s Password:%s Exec:%s Origin:%s}",
-		u.ClientCertificate, u.ClientKey, redactBytes(u.ClientKeyData), redact(u.Token), u.TokenFile, u.Username, redact(u.Password), u.Exec, u.Origin)
+	return fmt.Sprintf("{ClientCertificate:%s ClientKey:%s ClientKeyData:%s Token:%s TokenFile:%s Username:%s Password:%s Exec:%s AuthProvider:%s Origin:%s}",
+		u.ClientCertificate, u.ClientKey, redactBytes(u.ClientKeyData), redact(u.Token), u.TokenFile, u.Username, redact(u.Password), u.Exec, u.AuthProvider, u.Origin)
 }
 
 // GoString is like String, for %#v.
 func (u *User) GoString() string { return "&config.User" + u.String() }
+
+// LogValue implements slog.LogValuer with secrets redacted.
+func (u *User) LogValue() slog.Value { return slog.StringValue(u.String()) }
 
 func sizeOnly(b []byte) string {
 	if len(b) == 0 {

@@ -2,9 +2,10 @@
 // command-line flags into one resolved [Config] value: where the API server
 // is, how to verify it, and how to authenticate to it.
 //
-// The package is pure: it reads files and environment variables, but it never
-// opens a network connection and never imports the rest layer. Package rest
-// builds transports and clients from a [Config].
+// The package never opens a network connection and never imports the rest
+// layer: it reads files and environment variables, and writes a kubeconfig
+// only when asked to ([UpdateAuthProviderConfig]). Package rest builds
+// transports and clients from a [Config].
 //
 // # Getting started
 //
@@ -33,6 +34,23 @@
 // a path separator) are resolved against the directory of the file that
 // contains them, so merging files from different directories is safe.
 //
+// # Authentication
+//
+// A user entry may hold client certificates, a token or token file, basic
+// auth, impersonation, an exec credential plugin ([ExecConfig]) or the oidc
+// auth provider ([OIDC]). [Kubeconfig.Resolve] checks them the way kubectl
+// does, and more strictly where kubectl would silently carry on (a context
+// that names a missing user or cluster, a client key without a
+// certificate, a token alongside an exec plugin). Other auth providers are
+// refused with an [*UnsupportedAuthProviderError]; for gcp and azure it
+// names the exec plugin that replaced them. The file docs/kubeconfig.md in
+// the repository compares every kubeconfig field with kubectl.
+//
+// Package rest runs exec plugins (with the user's terminal when it is
+// offered one and the plugin's interactiveMode allows) and refreshes OIDC
+// id-tokens, writing the new tokens back to the file the user came from
+// with [UpdateAuthProviderConfig].
+//
 // # Errors
 //
 // Problems with a file are reported as a [*Error] that names the file and the
@@ -46,7 +64,8 @@
 //
 // # Secrets
 //
-// [Config], [TLS], [Auth] and [ExecConfig] redact bearer tokens, passwords,
-// key material and exec environment values when formatted with fmt or logged
-// with log/slog, so a Config can be printed while debugging.
+// [Config], [TLS], [Auth], [ExecConfig], [OIDC], [User] and [AuthProvider]
+// redact bearer tokens, passwords, key material, exec environment values
+// and OIDC tokens and client secrets when formatted with fmt or logged with
+// log/slog, so a Config can be printed while debugging.
 package config

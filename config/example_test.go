@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,7 +46,7 @@ func ExampleLoad() {
 	fmt.Println(cfg.Auth) // secrets are redacted
 	// Output:
 	// https://dev.example:6443 team-b dev
-	// {BearerToken:[redacted] BearerTokenFile: Username: Password: Exec:<nil>}
+	// {BearerToken:[redacted] BearerTokenFile: Username: Password: Exec:<nil> OIDC:<nil>}
 }
 
 func ExampleLoad_unknownContext() {
@@ -138,4 +139,83 @@ clusters:
 	//   name: a
 	// current-context: a
 	// kind: Config
+}
+
+func ExampleUpdateAuthProviderConfig() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "config")
+	os.WriteFile(path, []byte(`# my clusters
+users:
+- name: alice
+  user:
+    auth-provider:
+      name: oidc
+      config:
+        idp-issuer-url: https://idp.example
+        client-id: kubectl
+        id-token: old
+`), 0o600)
+
+	err := config.UpdateAuthProviderConfig(context.Background(), path, "alice", map[string]string{
+		config.OIDCIDToken:      "new",
+		config.OIDCRefreshToken: "next",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := os.ReadFile(path)
+	fmt.Print(string(b))
+	// Output:
+	// # my clusters
+	// users:
+	//   - name: alice
+	//     user:
+	//       auth-provider:
+	//         name: oidc
+	//         config:
+	//           idp-issuer-url: https://idp.example
+	//           client-id: kubectl
+	//           id-token: new
+	//           refresh-token: next
+}
+
+func ExampleLoad_oidc() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "config")
+	os.WriteFile(path, []byte(`current-context: dev
+clusters:
+- name: dev
+  cluster: {server: "https://dev.example:6443"}
+users:
+- name: alice
+  user:
+    auth-provider:
+      name: oidc
+      config: {idp-issuer-url: "https://idp.example", client-id: kubectl, id-token: a.b.c, refresh-token: r}
+- name: bob
+  user:
+    auth-provider: {name: gcp}
+contexts:
+- name: dev
+  context: {cluster: dev, user: alice}
+`), 0o600)
+
+	cfg, err := config.Load(config.LoadOptions{Path: path})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.Auth.User, cfg.Auth.OIDC) // tokens are redacted
+
+	_, err = config.Load(config.LoadOptions{Path: path, Overrides: config.Overrides{User: "bob"}})
+	var unsupported *config.UnsupportedAuthProviderError
+	if errors.As(err, &unsupported) {
+		fmt.Println(unsupported.Name, "->", unsupported.Plugin)
+	}
+	// Output:
+	// alice {IssuerURL:https://idp.example ClientID:kubectl ClientSecret: IDToken:[redacted] RefreshToken:[redacted] CAFile: CAData: ExtraScopes:[]}
+	// gcp -> gke-gcloud-auth-plugin
 }

@@ -76,7 +76,7 @@ type User struct {
 	Username string `json:"username,omitempty"`
 	// Password is for basic authentication. Never logged.
 	Password string `json:"password,omitempty"`
-	// AuthProvider is the legacy auth-provider stanza (unsupported).
+	// AuthProvider is an auth-provider stanza; only "oidc" is implemented.
 	AuthProvider *AuthProvider `json:"auth-provider,omitempty"`
 	// Exec is an exec credential plugin.
 	Exec *ExecConfig `json:"exec,omitempty"`
@@ -84,12 +84,16 @@ type User struct {
 	Origin string `json:"-"`
 }
 
-// AuthProvider is the legacy auth-provider stanza. It is parsed so that it can
-// be reported; Loom does not implement auth providers (use an exec plugin).
+// AuthProvider is an auth-provider stanza (users[].user.auth-provider), the
+// older way to plug in credentials. Loom implements the "oidc" provider
+// (see [OIDC]); [Kubeconfig.Resolve] refuses other names with an
+// [*UnsupportedAuthProviderError]. Formatting an AuthProvider redacts its
+// secret configuration values.
 type AuthProvider struct {
 	// Name is the provider name, for example "oidc".
 	Name string `json:"name"`
-	// Config is the provider configuration.
+	// Config is the provider configuration. For oidc, Parse makes a
+	// relative idp-certificate-authority path absolute.
 	Config map[string]string `json:"config,omitempty"`
 }
 
@@ -204,6 +208,12 @@ func Parse(data []byte, filename string) (kc *Kubeconfig, err error) {
 		u.ClientCertificate = resolvePath(dir, u.ClientCertificate)
 		u.ClientKey = resolvePath(dir, u.ClientKey)
 		u.TokenFile = resolvePath(dir, u.TokenFile)
+		if u.AuthProvider != nil && u.AuthProvider.Config[OIDCCAFile] != "" {
+			// kubectl would read a relative path from the working
+			// directory; like the other paths here, Loom reads it from
+			// the file's directory.
+			u.AuthProvider.Config[OIDCCAFile] = resolvePath(dir, u.AuthProvider.Config[OIDCCAFile])
+		}
 		if u.Exec != nil && strings.ContainsRune(u.Exec.Command, filepath.Separator) {
 			// kubectl resolves an exec command only when it is a path,
 			// not a bare name looked up in $PATH.

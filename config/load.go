@@ -275,11 +275,18 @@ func applyUser(cfg *Config, name string, u *User) error {
 	if u.Exec != nil {
 		methods++
 	}
-	if methods > 1 {
-		return fieldErrf(f, pre[:len(pre)-1], "more than one authentication method (token, basic auth, exec) is set")
+	if u.AuthProvider != nil {
+		methods++
 	}
-	if u.AuthProvider != nil && methods == 0 && !hasCert {
-		return fieldErrf(f, pre+"auth-provider", "auth provider %q is not supported; use an exec credential plugin", u.AuthProvider.Name)
+	if methods > 1 {
+		return fieldErrf(f, pre[:len(pre)-1], "more than one authentication method (token, basic auth, exec, auth-provider) is set")
+	}
+	var oidc *OIDC
+	if u.AuthProvider != nil {
+		var err error
+		if oidc, err = resolveAuthProvider(f, pre+"auth-provider", u.AuthProvider); err != nil {
+			return err
+		}
 	}
 	for _, c := range []struct{ field, path string }{
 		{"client-certificate", u.ClientCertificate},
@@ -290,6 +297,7 @@ func applyUser(cfg *Config, name string, u *User) error {
 			return err
 		}
 	}
+	interactive := ""
 	if u.Exec != nil {
 		if u.Exec.Command == "" {
 			return fieldErrf(f, pre+"exec.command", "empty command")
@@ -301,12 +309,21 @@ func applyUser(cfg *Config, name string, u *User) error {
 		default:
 			return fieldErrf(f, pre+"exec.apiVersion", "unsupported %q; want client.authentication.k8s.io/v1 or v1beta1", u.Exec.APIVersion)
 		}
-		switch u.Exec.InteractiveMode {
-		case "", "Never", "IfAvailable":
-		case "Always":
-			return fieldErrf(f, pre+"exec.interactiveMode", "Always is not supported: loom runs plugins without a terminal")
+		for i, e := range u.Exec.Env {
+			if e.Name == "" {
+				return fieldErrf(f, fmt.Sprintf("%sexec.env[%d].name", pre, i), "empty name")
+			}
+		}
+		interactive = u.Exec.InteractiveMode
+		switch interactive {
+		case "Never", "IfAvailable", "Always":
+		case "":
+			if u.Exec.APIVersion != "client.authentication.k8s.io/v1beta1" {
+				return fieldErrf(f, pre+"exec.interactiveMode", "not set; client.authentication.k8s.io/v1 plugins must say Never, IfAvailable or Always")
+			}
+			interactive = "IfAvailable" // kubectl's default for v1beta1
 		default:
-			return fieldErrf(f, pre+"exec.interactiveMode", "unknown mode %q", u.Exec.InteractiveMode)
+			return fieldErrf(f, pre+"exec.interactiveMode", "unknown mode %q; want Never, IfAvailable or Always", interactive)
 		}
 	}
 	cfg.TLS.CertFile = u.ClientCertificate
@@ -318,10 +335,13 @@ func applyUser(cfg *Config, name string, u *User) error {
 		BearerTokenFile: u.TokenFile,
 		Username:        u.Username,
 		Password:        u.Password,
+		OIDC:            oidc,
+		User:            name,
 		Origin:          f,
 	}
 	if u.Exec != nil {
 		e := *u.Exec
+		e.InteractiveMode = interactive
 		cfg.Auth.Exec = &e
 	}
 	cfg.Impersonate = Impersonation{

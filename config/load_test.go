@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -153,6 +154,12 @@ func TestLoadMergeRules(t *testing.T) {
 	}
 }
 
+// withUser is a kubeconfig whose current context uses the user u given as
+// a YAML flow mapping.
+func withUser(user string) string {
+	return "current-context: x\nclusters:\n- name: c\n  cluster: {server: https://s}\nusers:\n- name: u\n  user: " + user + "\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+}
+
 // TestErrorsNameFileAndField checks that each kind of mistake is reported as
 // a *Error naming the file that holds it and the field.
 func TestErrorsNameFileAndField(t *testing.T) {
@@ -178,7 +185,17 @@ func TestErrorsNameFileAndField(t *testing.T) {
 		{name: "insecure with CA", content: "current-context: x\nclusters:\n- name: c\n  cluster: {server: https://s, insecure-skip-tls-verify: true, certificate-authority-data: Y2E=}\ncontexts:\n- name: x\n  context: {cluster: c}\n", wantField: `clusters["c"].insecure-skip-tls-verify`},
 		{name: "two auth methods", content: "current-context: x\nclusters:\n- name: c\n  cluster: {server: https://s}\nusers:\n- name: u\n  user: {token: t, username: a, password: b}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n", wantField: `users["u"]`},
 		{name: "exec without apiVersion", content: "current-context: x\nclusters:\n- name: c\n  cluster: {server: https://s}\nusers:\n- name: u\n  user: {exec: {command: foo}}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n", wantField: `users["u"].exec.apiVersion`},
-		{name: "auth provider", content: "current-context: x\nclusters:\n- name: c\n  cluster: {server: https://s}\nusers:\n- name: u\n  user: {auth-provider: {name: gcp}}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n", wantField: `users["u"].auth-provider`},
+		{name: "removed auth provider", content: withUser("{auth-provider: {name: gcp}}"), wantField: `users["u"].auth-provider.name`},
+		{name: "oidc without issuer", content: withUser("{auth-provider: {name: oidc, config: {client-id: k}}}"), wantField: `users["u"].auth-provider.config.idp-issuer-url`},
+		{name: "oidc with an http issuer", content: withUser("{auth-provider: {name: oidc, config: {client-id: k, idp-issuer-url: 'http://idp'}}}"), wantField: `users["u"].auth-provider.config.idp-issuer-url`},
+		{name: "oidc without client-id", content: withUser("{auth-provider: {name: oidc, config: {idp-issuer-url: 'https://idp'}}}"), wantField: `users["u"].auth-provider.config.client-id`},
+		{name: "oidc CA file and data", content: withUser("{auth-provider: {name: oidc, config: {client-id: k, idp-issuer-url: 'https://idp', idp-certificate-authority: ca, idp-certificate-authority-data: Y2E=}}}"), wantField: `users["u"].auth-provider.config.idp-certificate-authority`},
+		{name: "oidc CA data not base64", content: withUser("{auth-provider: {name: oidc, config: {client-id: k, idp-issuer-url: 'https://idp', idp-certificate-authority-data: '!!'}}}"), wantField: `users["u"].auth-provider.config.idp-certificate-authority-data`},
+		{name: "oidc missing CA file", content: withUser("{auth-provider: {name: oidc, config: {client-id: k, idp-issuer-url: 'https://idp', idp-certificate-authority: nope.crt}}}"), wantField: `users["u"].auth-provider.config.idp-certificate-authority`, wantIs: fs.ErrNotExist},
+		{name: "oidc and a token", content: withUser("{token: t, auth-provider: {name: oidc, config: {client-id: k, idp-issuer-url: 'https://idp'}}}"), wantField: `users["u"]`},
+		{name: "exec v1 without interactiveMode", content: withUser("{exec: {command: foo, apiVersion: client.authentication.k8s.io/v1}}"), wantField: `users["u"].exec.interactiveMode`},
+		{name: "exec unknown interactiveMode", content: withUser("{exec: {command: foo, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Sometimes}}"), wantField: `users["u"].exec.interactiveMode`},
+		{name: "exec env without name", content: withUser("{exec: {command: foo, apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, env: [{name: A, value: b}, {value: c}]}}"), wantField: `users["u"].exec.env[1].name`},
 		{name: "duplicate name", content: "clusters:\n- name: c\n  cluster: {server: https://s}\n- name: c\n  cluster: {server: https://t}\n", wantField: `clusters["c"]`},
 	}
 	for _, tt := range tests {
@@ -205,7 +222,8 @@ func TestErrorsNameFileAndField(t *testing.T) {
 
 func TestResolveAuthForms(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
-		"tok": "tok",
+		"tok":        "tok",
+		"idp/ca.crt": "ca",
 		"kc": `current-context: x
 clusters:
 - name: c
@@ -230,6 +248,22 @@ users:
       args: [--x]
       env: [{name: SECRET, value: s3cret}]
       provideClusterInfo: true
+      interactiveMode: Always
+- name: exec-beta
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: plugin}
+- name: oidc
+  user:
+    auth-provider:
+      name: oidc
+      config:
+        idp-issuer-url: https://idp.example/realms/x
+        client-id: loom
+        client-secret: shh
+        id-token: a.b.c
+        refresh-token: r1
+        idp-certificate-authority: idp/ca.crt
+        extra-scopes: "groups, email"
 contexts:
 - name: x
   context: {cluster: c, user: u}
@@ -269,8 +303,46 @@ contexts:
 		t.Fatal(err)
 	}
 	e := cfg.Auth.Exec
-	if e == nil || e.Command != filepath.Join(dir, "bin/plugin") || !e.ProvideClusterInfo || e.Env[0].Value != "s3cret" {
+	if e == nil || e.Command != filepath.Join(dir, "bin/plugin") || !e.ProvideClusterInfo || e.Env[0].Value != "s3cret" || e.InteractiveMode != "Always" {
 		t.Errorf("exec = %#v", e)
+	}
+	cfg, err = Load(LoadOptions{Path: path, Overrides: Overrides{User: "exec-beta"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Auth.Exec.InteractiveMode; got != "IfAvailable" {
+		t.Errorf("v1beta1 plugin without interactiveMode: %q, want kubectl's default IfAvailable", got)
+	}
+	cfg, err = Load(LoadOptions{Path: path, Overrides: Overrides{User: "oidc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &OIDC{IssuerURL: "https://idp.example/realms/x", ClientID: "loom", ClientSecret: "shh", IDToken: "a.b.c", RefreshToken: "r1",
+		CAFile: filepath.Join(dir, "idp/ca.crt"), ExtraScopes: []string{"groups", "email"}}
+	if !reflect.DeepEqual(cfg.Auth.OIDC, want) || cfg.Auth.User != "oidc" || cfg.Auth.Origin != path {
+		t.Errorf("oidc = %#v user %q origin %q, want %#v", cfg.Auth.OIDC, cfg.Auth.User, cfg.Auth.Origin, want)
+	}
+}
+
+// TestAuthProviders checks the typed error for each provider Loom does not
+// implement, and that it names the exec plugin that replaces a removed one.
+func TestAuthProviders(t *testing.T) {
+	for _, tt := range []struct{ name, plugin string }{
+		{"gcp", "gke-gcloud-auth-plugin"},
+		{"azure", "kubelogin"},
+		{"openstack", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"kc": withUser("{auth-provider: {name: " + tt.name + "}}")})
+			_, err := Load(LoadOptions{Path: filepath.Join(dir, "kc")})
+			var ue *UnsupportedAuthProviderError
+			if !errors.As(err, &ue) || ue.Name != tt.name || ue.Plugin != tt.plugin {
+				t.Fatalf("err = %v, want an UnsupportedAuthProviderError for %s naming %q", err, tt.name, tt.plugin)
+			}
+			if tt.plugin != "" && !strings.Contains(err.Error(), tt.plugin) {
+				t.Errorf("error %q does not name the plugin", err)
+			}
+		})
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 )
 
 // authTransport adds the Authorization header. A header the caller set
-// wins. After a 401 it drops cached credentials (token file, exec plugin)
-// so that the next request fetches fresh ones.
+// wins. After a 401 it drops cached credentials (token file, exec plugin,
+// OIDC id-token) so that the next request fetches fresh ones.
 type authTransport struct {
 	next     http.RoundTripper
 	token    string
@@ -24,10 +24,11 @@ type authTransport struct {
 	user     string
 	password string
 	exec     *execProvider
+	oidc     *oidcProvider
 }
 
-func newAuthTransport(cfg config.Config, next http.RoundTripper, exec *execProvider, refresh time.Duration, clk clock.Clock, logger *slog.Logger) (*authTransport, error) {
-	a := &authTransport{next: next, exec: exec, token: cfg.Auth.BearerToken}
+func newAuthTransport(cfg config.Config, next http.RoundTripper, exec *execProvider, oidc *oidcProvider, refresh time.Duration, clk clock.Clock, logger *slog.Logger) (*authTransport, error) {
+	a := &authTransport{next: next, exec: exec, oidc: oidc, token: cfg.Auth.BearerToken}
 	if cfg.Auth.BearerToken == "" && cfg.Auth.BearerTokenFile != "" {
 		if refresh <= 0 {
 			refresh = time.Minute
@@ -58,6 +59,8 @@ func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		token, err = a.tokens.get()
 	case a.exec != nil:
 		token, err = a.exec.token(req.Context())
+	case a.oidc != nil:
+		token, err = a.oidc.token(req.Context())
 	case a.user != "" || a.password != "":
 		req = req.Clone(req.Context())
 		req.SetBasicAuth(a.user, a.password)
@@ -81,8 +84,20 @@ func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if a.exec != nil {
 			a.exec.invalidate(start)
 		}
+		if a.oidc != nil {
+			a.oidc.refused(token)
+		}
 	}
 	return resp, err
+}
+
+// userField is the path of a field of kubeconfig user entry user, for
+// errors: users["alice"].exec, or just exec when the user is not known.
+func userField(user, field string) string {
+	if user == "" {
+		return field
+	}
+	return fmt.Sprintf("users[%q].%s", user, field)
 }
 
 // fileToken is a bearer token read from a file and re-read every period,

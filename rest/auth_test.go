@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/internal/oidctest"
 )
 
 // echoAuth answers 200 with the caller's credentials summarized in headers,
@@ -442,6 +444,43 @@ func TestCanaryNoSecretsInLogsOrErrors(t *testing.T) {
 	record(err)
 	record(c6.Get().AbsPath("exec").Do(t.Context(), nil))
 
+	// The oidc auth provider: a refresh (expired id-token), a 401, a
+	// refresh the issuer refuses with an error that quotes the
+	// refresh-token and the client secret, an unreachable issuer, and
+	// refreshed tokens that cannot be written back.
+	const clientSecret = "canary-client-secret-4a1d"
+	iss := oidctest.New(t, oidctest.Options{ClientSecret: clientSecret})
+	api := &oidcAPI{}
+	apiSrv := httptest.NewServer(api)
+	defer apiSrv.Close()
+	expiredID, refreshToken := iss.IDToken("alice", time.Now().Add(-time.Minute)), iss.RefreshToken("alice")
+	c7, kubeconfig := oidcClient(t, apiSrv.URL, oidcConfig(iss, clientSecret, expiredID, refreshToken), Options{Logger: logger})
+	record(c7.Get().AbsPath("oidc").Do(t.Context(), nil))
+	newID, newRefresh, _ := iss.Last()
+	if newID == "" {
+		t.Fatal("the oidc client did not refresh; the test is not exercising it")
+	}
+	api.revoke(newID)
+	record(c7.Get().AbsPath("oidc-401").Do(t.Context(), nil))
+	echo := fakeIssuer(t, 200, `{"token_endpoint":"{{URL}}/token"}`, 400,
+		`{"error":"invalid_grant","error_description":"refresh token `+refreshToken+` for client secret `+clientSecret+` is not active"}`)
+	refused := oidcConfig(iss, clientSecret, expiredID, refreshToken)
+	refused[config.OIDCIssuerURL], refused[config.OIDCCAData] = echo.URL, base64.StdEncoding.EncodeToString(pemCertOf(echo))
+	c8, _ := oidcClient(t, apiSrv.URL, refused, Options{Logger: logger})
+	record(c8.Get().AbsPath("oidc-refused").Do(t.Context(), nil))
+	echo.Close()
+	c9, _ := oidcClient(t, apiSrv.URL, refused, Options{Logger: logger, Retry: RetryPolicy{MaxRetries: -1}})
+	record(c9.Get().AbsPath("oidc-unreachable").Do(t.Context(), nil))
+	c10, kubeconfig10 := oidcClient(t, apiSrv.URL, oidcConfig(iss, clientSecret, expiredID, newRefresh), Options{Logger: logger})
+	os.WriteFile(kubeconfig10, []byte("users: []\n"), 0o600) // the refreshed tokens cannot be written back
+	record(c10.Get().AbsPath("oidc-write-back").Do(t.Context(), nil))
+	lastID, lastRefresh, _ := iss.Last()
+	loaded, err := config.Load(config.LoadOptions{Path: kubeconfig})
+	record(err)
+	logger.Info("oidc config", "cfg", loaded, "oidc", loaded.Auth.OIDC)
+	errs = append(errs, fmt.Sprint(loaded), fmt.Sprintf("%#v", loaded.Auth.OIDC))
+	secrets = append(secrets, clientSecret, expiredID, refreshToken, newID, newRefresh, lastID, lastRefresh)
+
 	// Formatting the config itself.
 	logger.Info("config", "cfg", cfg)
 	errs = append(errs, fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg))
@@ -449,6 +488,11 @@ func TestCanaryNoSecretsInLogsOrErrors(t *testing.T) {
 	out := logs.String() + "\n" + strings.Join(errs, "\n")
 	if !strings.Contains(logs.String(), "Bearer <masked>") || !strings.Contains(logs.String(), "Basic <masked>") {
 		t.Errorf("debug logs do not show masked Authorization headers; the test is not exercising logging:\n%s", logs.String())
+	}
+	for _, want := range []string{"oidc-write-back", "invalid_grant", "is not active", "connection refused", "cannot write refreshed oidc tokens"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%q is missing from the logs and errors; the test is not exercising that failure:\n%s", want, out)
+		}
 	}
 	if len(errs) < 10 {
 		t.Errorf("only %d error strings collected; the test is not exercising failures", len(errs))

@@ -36,6 +36,9 @@ type Options struct {
 	// TokenFileRefresh is how often a BearerTokenFile is re-read. Default
 	// one minute. The token is also re-read after a 401.
 	TokenFileRefresh time.Duration
+	// Exec configures exec credential plugins: whether they may use the
+	// user's terminal. The zero value offers none.
+	Exec ExecOptions
 
 	clock clock.Clock // tests only; nil means the real clock
 }
@@ -84,7 +87,7 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 		return nil, &config.Error{File: cfg.Origin, Field: "server", Err: fmt.Errorf("unsupported scheme %q", base.Scheme)}
 	}
 	if base.User != nil {
-		if cfg.Auth.Username == "" && cfg.Auth.BearerToken == "" && cfg.Auth.BearerTokenFile == "" && cfg.Auth.Exec == nil {
+		if cfg.Auth.Username == "" && cfg.Auth.BearerToken == "" && cfg.Auth.BearerTokenFile == "" && cfg.Auth.Exec == nil && cfg.Auth.OIDC == nil {
 			cfg.Auth.Username = base.User.Username()
 			cfg.Auth.Password, _ = base.User.Password()
 		}
@@ -112,7 +115,13 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 
 	var exec *execProvider
 	if cfg.Auth.Exec != nil {
-		exec = newExecProvider(cfg, c.clock, c.logger)
+		exec = newExecProvider(cfg, opts.Exec, c.clock, c.logger)
+	}
+	var oidc *oidcProvider
+	if cfg.Auth.OIDC != nil {
+		if oidc, err = newOIDCProvider(cfg, c.clock, c.logger); err != nil {
+			return nil, err
+		}
 	}
 	base2 := opts.Transport
 	if base2 == nil {
@@ -127,7 +136,7 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 		}
 	}
 	base2 = &logTransport{next: base2, logger: c.logger}
-	c.auth, err = newAuthTransport(cfg, base2, exec, opts.TokenFileRefresh, c.clock, c.logger)
+	c.auth, err = newAuthTransport(cfg, base2, exec, oidc, opts.TokenFileRefresh, c.clock, c.logger)
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,27 @@
 // certificate and tls-server-name, the proxy from proxy-url or the
 // environment, HTTP/2 with health-check pings, keep-alives, and dial and
 // TLS handshake timeouts. On top come authentication (bearer token, a
-// token file re-read every minute and after a 401, basic auth, or an exec
-// credential plugin cached until its expiry or a 401), impersonation
-// headers and the user agent.
+// token file re-read every minute and after a 401, basic auth, an exec
+// credential plugin cached until its expiry or a 401, or an OIDC id-token
+// refreshed at the issuer), impersonation headers and the user agent.
+//
+// # Credentials that are fetched
+//
+// An exec credential plugin runs once for all the requests that need a
+// credential while it runs; each request waits on its own context, and a
+// run that no request waits for any more is stopped. Plugins whose
+// interactiveMode is IfAvailable or Always may prompt the user when
+// [ExecOptions.Stdin] is a terminal (command-line programs pass os.Stdin);
+// otherwise Always plugins fail with [ErrExecNeedsTerminal].
+//
+// The oidc auth provider sends the id-token while its exp claim is more
+// than ten seconds away. When it is not, or the server answered 401 to it,
+// the provider exchanges the refresh-token at the token endpoint named by
+// the issuer's discovery document, once for all waiting requests, and
+// writes the new tokens back to the kubeconfig user they came from
+// (config.Auth.Origin and config.Auth.User). Failures are [*config.Error]
+// values naming the kubeconfig field, wrapping an [*OIDCError],
+// [ErrNoRefreshToken], [ErrNoTokenEndpoint] or [ErrNoIDToken].
 //
 // # Rate limiting and retries
 //

@@ -8,13 +8,16 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/loom-k8s/loom/config"
 )
 
 // RetryPolicy bounds retries. A request is retried when it is idempotent
 // (GET, HEAD, OPTIONS, PUT, DELETE) and the server answered 429 Too Many
 // Requests or 503 Service Unavailable, or the connection was reset or
 // refused before a response arrived. POST and PATCH are never retried: the
-// server may have acted on them.
+// server may have acted on them. A failure to get credentials (an exec
+// plugin's, an OIDC refresh's: a *config.Error) is not retried either.
 //
 // The wait before a retry is the server's Retry-After when given, otherwise
 // an exponential backoff. A retry is only made while the total wait stays
@@ -68,6 +71,12 @@ func retryable(ctx context.Context, method string, resp *http.Response, err erro
 		return false
 	}
 	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			// Getting credentials failed (an exec plugin, an OIDC issuer
+			// that refused a connection): not the API server's connection.
+			return false
+		}
 		return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 			errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 	}
