@@ -134,6 +134,19 @@ type Informer[T client.Object] struct {
 	wg       sync.WaitGroup  // the goroutines of handlers
 	exitErr  error           // why Start returned, once it has
 	nextID   atomic.Int64    // numbers handlers
+
+	// inline holds the calls to inline handlers that process queued for
+	// the key it just applied. The popping goroutine makes them once Pop
+	// has returned, with no lock held, so that a slow inline handler
+	// holds up neither the reflector (which keeps filling the DeltaFIFO)
+	// nor readers of the informer. Only the popping goroutine uses it.
+	inline []inlineCall[T]
+}
+
+// inlineCall is one call to make to an inline handler.
+type inlineCall[T client.Object] struct {
+	l *listener[T]
+	n notification[T]
 }
 
 const (
@@ -297,6 +310,7 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 func (i *Informer[T]) popLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := i.fifo.Pop(ctx, i.process)
+		i.callInline()
 		var perr *ProcessError
 		switch {
 		case err == nil:
@@ -372,9 +386,10 @@ func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
 	return errors.Join(errs...)
 }
 
-// notify queues n to every handler, or calls it for inline ones. The
-// caller holds mu. It drops inline handlers that were removed (see
-// remove).
+// notify queues n to every handler: to the buffer of each handler with a
+// goroutine, and to i.inline for inline ones, which callInline calls once
+// the locks are released. The caller holds mu. It drops inline handlers
+// that were removed (see remove).
 func (i *Informer[T]) notify(n notification[T]) {
 	removed := false
 	for _, l := range i.handlers {
@@ -382,13 +397,25 @@ func (i *Informer[T]) notify(n notification[T]) {
 			l.push(n)
 			continue
 		}
-		if !l.deliver(n) {
+		if l.reserve() {
+			i.inline = append(i.inline, inlineCall[T]{l, n})
+		} else {
 			removed = true
 		}
 	}
 	if removed {
 		i.handlers = slices.DeleteFunc(i.handlers, (*listener[T]).isStopped)
 	}
+}
+
+// callInline makes the inline handler calls the last Pop queued, in order,
+// holding no lock of the informer or its DeltaFIFO.
+func (i *Informer[T]) callInline() {
+	for n, c := range i.inline {
+		c.l.callReserved(c.n)
+		i.inline[n] = inlineCall[T]{} // drop the references
+	}
+	i.inline = i.inline[:0]
 }
 
 // informerWriter is what the reflector writes to: it applies the

@@ -83,19 +83,18 @@ type HandlerOptions struct {
 	// [InformerOptions].ResyncPeriod; negative means never.
 	ResyncPeriod time.Duration
 
-	// Inline calls the handler on the informer's own goroutine as each
-	// change is applied to the cache, instead of from a goroutine and
-	// buffer of the handler's own: one goroutine hand-off less per event.
-	// The calls keep their order and never overlap, but they hold up the
-	// cache and every other handler while they run, so an inline handler
-	// must be quick and must not block: putting keys on a work queue
-	// (what the controller package's For does) is the intended use. A
-	// handler added while objects are cached receives them before
-	// AddHandler returns; resyncs run on a timer goroutine. The handler
-	// may read the cache (Lister, Indexer) and Remove its own
-	// registration, but must not call the informer's other methods
-	// (AddHandler, HasSynced, LastError, CheckMutations), which would
-	// wait for the call it is in.
+	// Inline calls the handler on the informer's own goroutine right
+	// after each change is applied to the cache, instead of from a
+	// goroutine and buffer of the handler's own: one goroutine hand-off
+	// less per event. The calls keep their order and never overlap. They
+	// are made with no lock held, so a slow inline handler does not stop
+	// the reflector from receiving events, nor anyone from reading the
+	// cache; but while it runs, the cache is not updated and no other
+	// handler is called, so it should be quick: putting keys on a work
+	// queue (what the controller package's For does) is the intended use.
+	// A handler added while objects are cached receives them before
+	// AddHandler returns (that call holds up the cache while it runs);
+	// resyncs come from a timer goroutine.
 	// False (the default) gives the handler its own goroutine.
 	Inline bool
 }
@@ -202,25 +201,34 @@ func (i *Informer[T]) remove(l *listener[T]) {
 
 // resyncTo queues OnUpdate(obj, obj) for every cached object to l,
 // unless the informer has not synced or l has not finished its previous
-// resync.
+// resync. An inline handler is called at once, outside mu.
 func (i *Informer[T]) resyncTo(l *listener[T]) {
 	i.mu.Lock()
-	defer i.mu.Unlock()
 	if !i.synced {
+		i.mu.Unlock()
 		return
 	}
+	objs := i.store.List()
 	if l.inline {
-		for _, obj := range i.store.List() {
-			l.deliver(notification[T]{kind: notifyUpdate, old: obj, obj: obj})
+		// Reserve the calls under mu, so that they count towards the
+		// handler's progress in order, but make them after releasing it.
+		n := 0
+		for n < len(objs) && l.reserve() {
+			n++
+		}
+		i.mu.Unlock()
+		for _, obj := range objs[:n] {
+			l.callReserved(notification[T]{kind: notifyUpdate, old: obj, obj: obj})
 		}
 		return
 	}
+	defer i.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped || l.delivered < l.resyncMark {
 		return
 	}
-	for _, obj := range i.store.List() {
+	for _, obj := range objs {
 		l.pushLocked(notification[T]{kind: notifyUpdate, old: obj, obj: obj})
 	}
 	l.resyncMark = l.queued
@@ -249,9 +257,10 @@ type listener[T client.Object] struct {
 	id     int64
 	h      Handler[T]
 	resync time.Duration // 0: never
-	inline bool          // called by the informer, holding its mu; no buffer
+	inline bool          // called by the informer's goroutine; no buffer
 	wake   chan struct{} // one slot: the buffer became non-empty
 	done   chan struct{} // closed by stop
+	callMu sync.Mutex    // held during an inline handler's call
 
 	mu         sync.Mutex
 	buf        []notification[T] // buf[head:] is pending
@@ -406,21 +415,41 @@ func (l *listener[T]) call(n notification[T]) {
 }
 
 // deliver calls an inline handler with n at once, unless it was removed.
-// The caller holds the informer's mu (or owns l alone), which keeps calls
-// in order and apart. It reports whether l is still in service afterwards.
+// It reports whether l is still in service afterwards.
 func (l *listener[T]) deliver(n notification[T]) bool {
+	if !l.reserve() {
+		return false
+	}
+	l.callReserved(n)
+	return !l.isStopped()
+}
+
+// reserve counts a call to an inline handler as queued, unless it was
+// removed: the call must follow, by callReserved. It reports whether l is
+// in service.
+func (l *listener[T]) reserve() bool {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.stopped {
-		l.mu.Unlock()
 		return false
 	}
 	l.queued++
-	l.mu.Unlock()
-	l.call(n)
+	return true
+}
+
+// callReserved makes a call that reserve counted, unless l was removed
+// since; either way it counts as delivered. callMu keeps an inline
+// handler's calls apart: they come from the popping goroutine, from
+// AddHandler and from the resync timer.
+func (l *listener[T]) callReserved(n notification[T]) {
+	l.callMu.Lock()
+	defer l.callMu.Unlock()
+	if !l.isStopped() {
+		l.call(n)
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.delivered++
-	return !l.stopped
+	l.mu.Unlock()
 }
 
 // runResyncs resyncs an inline handler every l.resync until l is stopped

@@ -572,3 +572,73 @@ func TestInformerInlineHandler(t *testing.T) {
 		t.Fatalf("late inline handler got %q, want %q", got, want)
 	}
 }
+
+// blockingHandler blocks in its first OnUpdate until released, then
+// records like a recorder.
+type blockingHandler struct {
+	*recorder
+	blocked chan struct{} // closed when the first update blocks
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingHandler) OnUpdate(old, new *corev1.ConfigMap) {
+	b.once.Do(func() {
+		close(b.blocked)
+		<-b.release
+	})
+	b.recorder.OnUpdate(old, new)
+}
+
+// TestSlowInlineHandlerDoesNotStallTheReflector blocks an inline handler
+// (a predicate stuck on something) and checks that the reflector still
+// takes the watch's events meanwhile, and that the cache can be read;
+// once released, the handler gets every change, in order.
+func TestSlowInlineHandlerDoesNotStallTheReflector(t *testing.T) {
+	lw := newFeed(list("10", "", cm("a", "1")))
+	inf := cache.NewInformer(lw, quiet())
+	h := &blockingHandler{recorder: newRecorder(), blocked: make(chan struct{}), release: make(chan struct{})}
+	if _, err := inf.AddHandler(h, cache.HandlerOptions{Inline: true}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	if got := h.next(1); got[0] != "add a rv=1 initial=true" {
+		t.Fatalf("first call %q", got[0])
+	}
+	lw.send(watch.Modified, cm("a", "11"))
+	<-h.blocked
+	// The handler is stuck. The reflector must go on taking events: each
+	// send returns only once the reflector has the event, and it takes
+	// the next only after queueing the previous one.
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for rv := 12; rv <= 20; rv++ {
+			lw.send(watch.Modified, cm("a", fmt.Sprint(rv)))
+		}
+	}()
+	select {
+	case <-sent:
+	case <-time.After(time.Minute):
+		close(h.release)
+		t.Fatal("the reflector stopped taking events while an inline handler was blocked")
+	}
+	if _, ok := inf.Lister().Namespace("ns").Get("a"); !ok {
+		t.Error("the cache could not be read while an inline handler was blocked")
+	}
+	close(h.release)
+	// Updates of one key may be merged in the queue: the handler sees the
+	// first, some of the rest in order, and the last.
+	last := ""
+	for last != "20" {
+		line := <-h.ch
+		from, to, ok := strings.Cut(strings.TrimPrefix(line, "update a rv="), "->")
+		if !ok || !strings.HasPrefix(line, "update a rv=") {
+			t.Fatalf("unexpected call %q", line)
+		}
+		if last != "" && from != last {
+			t.Fatalf("call %q does not follow rv %s", line, last)
+		}
+		last = to
+	}
+}
