@@ -158,6 +158,9 @@ type CertOptions struct {
 	// picks up webhook configuration changes within a second or so.
 	// Default one minute.
 	PropagationDelay time.Duration
+	// HookTimeout bounds each call of the OnRotate hooks: their context
+	// ends after it (or when Start's context ends). Default 30 s.
+	HookTimeout time.Duration
 
 	// Clock tells the time and paces Start. Nil means the real clock.
 	Clock clock.Clock
@@ -194,7 +197,8 @@ type Certs struct {
 	givenBundle  []byte        // the bundle with a given serving pair
 	wake         chan struct{} // Rotate tells Start to re-plan
 
-	rot sync.Mutex // serializes Ensure, Rotate and Start's steps, hooks included
+	rot sync.Mutex // serializes Ensure, Rotate and Start's steps; never held while hooks run
+	pub sync.Mutex // serializes the calls of the hooks
 	// Guarded by rot.
 	ensured    bool
 	cas        []*certsCA // newest first
@@ -207,7 +211,7 @@ type Certs struct {
 
 	mu     sync.Mutex // guards bundle and hooks
 	bundle []byte
-	hooks  []func(caBundle []byte) error
+	hooks  []func(ctx context.Context, caBundle []byte) error
 }
 
 // certsCA is a CA of the bundle.
@@ -261,6 +265,9 @@ func NewCerts(opts CertOptions) (*Certs, error) {
 	}
 	if opts.PropagationDelay == 0 {
 		opts.PropagationDelay = DefaultPropagationDelay
+	}
+	if opts.HookTimeout <= 0 {
+		opts.HookTimeout = 30 * time.Second
 	}
 	if opts.RotateBefore >= opts.CertValidity {
 		return nil, fmt.Errorf("%w: RotateBefore (%v) must be shorter than CertValidity (%v)", ErrCertsOptions, opts.RotateBefore, opts.CertValidity)
@@ -324,9 +331,11 @@ func (c *Certs) CABundle() []byte {
 // before Start. An error from any hook makes Certs call them all again
 // later (with backoff, up to a minute apart), and holds back a switch to a
 // new CA until they succeed; hooks must therefore be idempotent, as
-// Injector.Inject is. Hooks run one at a time and must not call Rotate or
-// Ensure.
-func (c *Certs) OnRotate(f func(caBundle []byte) error) {
+// Injector.Inject is. Hooks run one at a time, with a context that ends
+// after HookTimeout, and hold no lock of Certs: a slow hook delays only
+// the next publication, and may call CABundle (but not Rotate, which
+// would wait for it).
+func (c *Certs) OnRotate(f func(ctx context.Context, caBundle []byte) error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hooks = append(c.hooks, f)
@@ -346,32 +355,36 @@ func (c *Certs) Ensure() error {
 		return err
 	}
 	c.ensured = true
-	_, err := c.step(false, false)
+	_, err := c.step(false)
 	return err
 }
 
 // Rotate renews the serving certificate now, with the CA that is in
-// service, and calls the OnRotate hooks if the bundle changed or has not
-// been published yet (a first call, or an earlier call of them failed),
-// returning their error. If a generated CA is due for renewal, it
+// service, and calls the OnRotate hooks (with ctx) if the bundle changed or
+// has not been published yet (a first call, or an earlier call of them
+// failed), returning their error. If a generated CA is due for renewal, it
 // starts the CA rotation: the new CA joins the bundle now, and the serving
 // certificate switches to it PropagationDelay after the hooks published it
 // (done by Start, or by a later Rotate). It returns ErrCertsGiven when the
 // serving pair was given, and calls Ensure first if it was not called.
-func (c *Certs) Rotate() error {
+func (c *Certs) Rotate(ctx context.Context) error {
 	if c.givenServing != nil {
 		return ErrCertsGiven
 	}
 	c.rot.Lock()
-	defer c.rot.Unlock()
 	if !c.ensured {
 		if err := c.load(); err != nil {
+			c.rot.Unlock()
 			return err
 		}
 		c.ensured = true
 	}
 	c.retryAt = time.Time{} // retry failed hooks now
-	_, err := c.step(true, true)
+	_, err := c.step(true)
+	c.rot.Unlock()
+	if err == nil {
+		err = c.publish(ctx)
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -400,8 +413,17 @@ func (c *Certs) Start(ctx context.Context) error {
 	c.rot.Unlock()
 	for {
 		c.rot.Lock()
-		next, err := c.step(false, true)
+		next, err := c.step(false)
 		c.rot.Unlock()
+		if err == nil {
+			err = c.publish(ctx)
+			c.rot.Lock()
+			next = c.nextDue(c.clock.Now()) // publishing may have made a CA trusted
+			c.rot.Unlock()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			c.log.Error("webhook: certificates", "err", err)
 		}
@@ -502,10 +524,10 @@ func (c *Certs) issuerOf(cert *x509.Certificate) *certsCA {
 }
 
 // step brings the certificates up to date at the clock's current time:
-// it renews what is due (everything it can when force), writes the files,
-// calls the hooks (when hooks is set) if the bundle has not been published,
-// and returns when the next thing falls due. rot must be held.
-func (c *Certs) step(force, hooks bool) (next time.Time, err error) {
+// it renews what is due (everything it can when force) and writes the
+// files; publish then calls the hooks if the bundle has not been
+// published. It returns when the next thing falls due. rot must be held.
+func (c *Certs) step(force bool) (next time.Time, err error) {
 	now := c.clock.Now()
 	if c.givenServing == nil {
 		if err := c.renew(now, force); err != nil {
@@ -518,20 +540,49 @@ func (c *Certs) step(force, hooks bool) (next time.Time, err error) {
 		c.failed(now)
 		return c.retryAt, err
 	}
-	if hooks && c.unhooked && !now.Before(c.retryAt) {
-		if err := c.callHooks(); err != nil {
-			c.failed(now)
-			return c.retryAt, err
-		}
-		c.unhooked = false
-		c.retryAt, c.retryDelay = time.Time{}, 0
-		for _, ca := range c.cas {
-			if ca.trustedAt.IsZero() {
-				ca.trustedAt = now
-			}
+	return c.nextDue(now), nil
+}
+
+// publish calls the OnRotate hooks with the current bundle if it has not
+// been published yet and no retry is pending, without holding rot, and
+// records the outcome: the CAs of the bundle published count as trusted
+// from now. If the bundle changed while the hooks ran, it stays
+// unpublished, to be published next.
+func (c *Certs) publish(ctx context.Context) error {
+	c.pub.Lock()
+	defer c.pub.Unlock()
+	c.rot.Lock()
+	now := c.clock.Now()
+	if !c.unhooked || now.Before(c.retryAt) {
+		c.rot.Unlock()
+		return nil
+	}
+	c.mu.Lock()
+	bundle, hooks := c.bundle, slices.Clone(c.hooks)
+	c.mu.Unlock()
+	published := slices.Clone(c.cas)
+	c.rot.Unlock()
+
+	err := c.callHooks(ctx, hooks, bundle)
+
+	c.rot.Lock()
+	defer c.rot.Unlock()
+	now = c.clock.Now()
+	if err != nil {
+		c.failed(now)
+		return err
+	}
+	c.retryAt, c.retryDelay = time.Time{}, 0
+	for _, ca := range published {
+		if ca.trustedAt.IsZero() {
+			ca.trustedAt = now
 		}
 	}
-	return c.nextDue(now), nil
+	c.mu.Lock()
+	changed := !bytes.Equal(bundle, c.bundle)
+	c.mu.Unlock()
+	c.unhooked = changed
+	return nil
 }
 
 // failed schedules a retry with backoff.
@@ -834,14 +885,12 @@ func (c *Certs) writeBundle() error {
 
 // callHooks calls every hook with the bundle; it returns their errors
 // joined.
-func (c *Certs) callHooks() error {
-	c.mu.Lock()
-	hooks := slices.Clone(c.hooks)
-	bundle := c.bundle
-	c.mu.Unlock()
+func (c *Certs) callHooks(ctx context.Context, hooks []func(context.Context, []byte) error, bundle []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.HookTimeout)
+	defer cancel()
 	var errs []error
 	for _, h := range hooks {
-		if err := h(bytes.Clone(bundle)); err != nil {
+		if err := h(ctx, bytes.Clone(bundle)); err != nil {
 			errs = append(errs, err)
 		}
 	}

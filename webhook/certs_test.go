@@ -314,7 +314,7 @@ func newPublished(fake *clock.Fake) *published {
 	return &published{clock: fake, calls: make(chan []byte, 100)}
 }
 
-func (p *published) hook(b []byte) error {
+func (p *published) hook(_ context.Context, b []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fail != nil {
@@ -523,7 +523,7 @@ func TestCertsSwitchWaitsForHooks(t *testing.T) {
 	})
 	pub := newPublished(fake)
 	c.OnRotate(pub.hook)
-	if err := c.Rotate(); err != nil { // Ensure and publish
+	if err := c.Rotate(t.Context()); err != nil { // Ensure and publish
 		t.Fatal(err)
 	}
 	if pub.count() != 1 {
@@ -531,7 +531,7 @@ func TestCertsSwitchWaitsForHooks(t *testing.T) {
 	}
 	ca1 := parsePEMCerts(t, c.CABundle())[0]
 	leaf := leafOf(t, dir)
-	if err := c.Rotate(); err != nil {
+	if err := c.Rotate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if pub.count() != 1 {
@@ -544,14 +544,14 @@ func TestCertsSwitchWaitsForHooks(t *testing.T) {
 	hookErr := errors.New("API server unreachable")
 	pub.setFail(hookErr)
 	fake.Set(certsEpoch.Add(8 * time.Hour)) // the CA is due (40 h - 32 h)
-	if err := c.Rotate(); !errors.Is(err, hookErr) {
+	if err := c.Rotate(t.Context()); !errors.Is(err, hookErr) {
 		t.Fatalf("Rotate with a failing hook: %v, want %v", err, hookErr)
 	}
 	if n := len(parsePEMCerts(t, c.CABundle())); n != 2 {
 		t.Fatalf("bundle holds %d CAs, want 2", n)
 	}
 	fake.Step(time.Hour)
-	if err := c.Rotate(); !errors.Is(err, hookErr) {
+	if err := c.Rotate(t.Context()); !errors.Is(err, hookErr) {
 		t.Fatalf("Rotate with a failing hook: %v, want %v", err, hookErr)
 	}
 	if leafOf(t, dir).CheckSignatureFrom(ca1) != nil {
@@ -559,7 +559,7 @@ func TestCertsSwitchWaitsForHooks(t *testing.T) {
 	}
 
 	pub.setFail(nil)
-	if err := c.Rotate(); err != nil {
+	if err := c.Rotate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if pub.count() != 2 || !bytes.Equal(pub.bundle(1), c.CABundle()) {
@@ -569,7 +569,7 @@ func TestCertsSwitchWaitsForHooks(t *testing.T) {
 		t.Fatal("serving certificate switched without PropagationDelay")
 	}
 	fake.Step(webhook.DefaultPropagationDelay)
-	if err := c.Rotate(); err != nil {
+	if err := c.Rotate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	ca2 := parsePEMCerts(t, c.CABundle())[0]
@@ -669,7 +669,7 @@ func TestCertsGivenCA(t *testing.T) {
 	if f := readCertFiles(t, dir); f.caKey != nil || !bytes.Equal(f.ca, c.CABundle()) {
 		t.Error("given CA: ca.key written or ca.crt not the bundle")
 	}
-	if err := c.Rotate(); err != nil {
+	if err := c.Rotate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if l := leafOf(t, dir); l.Equal(leaf) || l.CheckSignatureFrom(caCert) != nil {
@@ -716,7 +716,7 @@ func TestCertsGivenServingPair(t *testing.T) {
 				t.Error("wrong CA bundle")
 			}
 			verifyLeaf(t, tc.opts.Dir, c.CABundle(), certsEpoch)
-			if err := c.Rotate(); !errors.Is(err, webhook.ErrCertsGiven) {
+			if err := c.Rotate(t.Context()); !errors.Is(err, webhook.ErrCertsGiven) {
 				t.Errorf("Rotate: %v, want ErrCertsGiven", err)
 			}
 			pub := newPublished(fake)
@@ -807,10 +807,54 @@ func TestCertsBadInput(t *testing.T) {
 	if err := c.Ensure(); err == nil {
 		t.Error("Ensure in an impossible folder succeeded")
 	}
-	if err := c.Rotate(); err == nil {
+	if err := c.Rotate(t.Context()); err == nil {
 		t.Error("Rotate in an impossible folder succeeded")
 	}
 	if err := c.Start(t.Context()); err == nil {
 		t.Error("Start in an impossible folder succeeded")
+	}
+}
+
+// TestCertsHooksHoldNoLock: a hook stuck on a network call holds up
+// neither Ensure nor CABundle, and its context ends after HookTimeout, so
+// Rotate returns.
+func TestCertsHooksHoldNoLock(t *testing.T) {
+	c := newCerts(t, webhook.CertOptions{Dir: t.TempDir(), DNSNames: testDNS, IPs: testIPs, HookTimeout: 200 * time.Millisecond})
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	c.OnRotate(func(ctx context.Context, _ []byte) error {
+		once.Do(func() { close(entered) })
+		select {
+		case <-release: // a call that ignores its context
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	})
+	rotated := make(chan error, 1)
+	go func() { rotated <- c.Rotate(t.Context()) }()
+	<-entered
+	ensured := make(chan error, 1)
+	go func() { ensured <- c.Ensure() }()
+	select {
+	case err := <-ensured:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Ensure waited for a hook")
+	}
+	if len(c.CABundle()) == 0 {
+		t.Error("no CA bundle while a hook runs")
+	}
+	select {
+	case err := <-rotated:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Rotate with a hook that outlived HookTimeout: %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("Rotate did not return after HookTimeout")
 	}
 }

@@ -79,7 +79,7 @@ func ExampleInjector() {
 		// the configurations at it instead of at the in-cluster Service:
 		// URL: "https://127.0.0.1:9443",
 	}
-	certs.OnRotate(func(caBundle []byte) error { return inj.Inject(ctx, caBundle) })
+	certs.OnRotate(inj.Inject)
 	if err := certs.Start(ctx); err != nil { // blocks; usually mgr.Add(certs)
 		log.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func setupWebhooks(ctx context.Context, mgr *manager.Manager, opts WebhookOption
 	if err := inj.Inject(ctx, certs.CABundle()); err != nil {
 		return nil, fmt.Errorf("at: injecting the webhook CA bundle (apply config/ first): %w", err)
 	}
-	certs.OnRotate(func(bundle []byte) error { return inj.Inject(ctx, bundle) })
+	certs.OnRotate(inj.Inject)
 	if err := mgr.Add(srv); err != nil {
 		return nil, err
 	}
