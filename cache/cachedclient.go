@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -64,7 +65,16 @@ type CachedClient[T client.Object] struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every cache change
 	written map[string]written
+	// gone is when the cache last saw each key deleted, kept for
+	// goneFor, so that a Delete whose watch event beat its response
+	// knows the cache has seen it already.
+	gone      map[string]time.Time
+	goneSwept time.Time
 }
+
+// goneFor is how long the cache's deletes are remembered: far longer than
+// a delete request takes.
+const goneFor = time.Minute
 
 type written struct {
 	rv      uint64 // 0 for a delete
@@ -77,23 +87,46 @@ func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], 
 	if opts.Wait <= 0 {
 		opts.Wait = 5 * time.Second
 	}
-	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, changed: make(chan struct{}), written: map[string]written{}}
-	poke := func(T) { c.poke() }
+	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, changed: make(chan struct{}), written: map[string]written{}, gone: map[string]time.Time{}}
 	if _, err := inf.AddHandler(HandlerFuncs[T]{
-		Add:    func(o T, _ bool) { poke(o) },
-		Update: func(_, o T) { poke(o) },
-		Delete: func(o T, _ bool) { poke(o) },
+		Add:    func(o T, _ bool) { c.observe(o, true) },
+		Update: func(_, o T) { c.observe(o, true) },
+		Delete: func(o T, _ bool) { c.observe(o, false) },
 	}, HandlerOptions{ResyncPeriod: -1}); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *CachedClient[T]) poke() {
+// observe is told of every change the cache applies: obj is the object as
+// now cached (present) or just deleted. Once the cache includes this
+// client's last write of obj, that write is forgotten: from then on the
+// cache can only move forward, so reads need no more waiting, and the
+// record of writes stays as small as the writes the cache has yet to see.
+func (c *CachedClient[T]) observe(obj T, present bool) {
+	k := key(obj.GetNamespace(), obj.GetName())
+	now := time.Now()
 	c.mu.Lock()
+	if w, ok := c.written[k]; ok && fresh(w, obj, present) {
+		delete(c.written, k)
+	}
+	if !present {
+		c.gone[k] = now
+	}
+	if now.Sub(c.goneSwept) > goneFor {
+		maps.DeleteFunc(c.gone, func(_ string, at time.Time) bool { return now.Sub(at) > goneFor })
+		c.goneSwept = now
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
+}
+
+// pending returns how many writes the cache has yet to show (for tests).
+func (c *CachedClient[T]) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.written)
 }
 
 func key(namespace, name string) string {
@@ -111,10 +144,18 @@ func (c *CachedClient[T]) record(obj T) {
 	}
 	k := key(obj.GetNamespace(), obj.GetName())
 	c.mu.Lock()
-	if w, ok := c.written[k]; !ok || w.deleted || rv > w.rv {
-		c.written[k] = written{rv: rv}
+	defer c.mu.Unlock()
+	w := written{rv: rv}
+	if cached, ok := c.inf.Lister().Namespace(obj.GetNamespace()).Get(obj.GetName()); fresh(w, cached, ok) {
+		// The cache has it already (the watch beat the response), and the
+		// informer has called, or will call, observe for it: nothing to
+		// wait for.
+		delete(c.written, k)
+		return
 	}
-	c.mu.Unlock()
+	if old, ok := c.written[k]; !ok || old.deleted || rv > old.rv {
+		c.written[k] = w
+	}
 }
 
 // Create creates obj on the server.
@@ -147,12 +188,20 @@ func (c *CachedClient[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.U
 // Delete deletes the named object (namespace "" for cluster-scoped) on the
 // server; later reads wait until the cache no longer has it.
 func (c *CachedClient[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	sent := time.Now()
 	if err := c.live.Namespace(namespace).Delete(ctx, name, opts); err != nil {
 		return err
 	}
+	k := key(namespace, name)
 	c.mu.Lock()
-	c.written[key(namespace, name)] = written{deleted: true}
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if at, ok := c.gone[k]; ok && !at.Before(sent) {
+		// The cache saw the key deleted after this request was sent: this
+		// delete, or a later one. Nothing to wait for.
+		delete(c.written, k)
+		return nil
+	}
+	c.written[k] = written{deleted: true}
 	return nil
 }
 

@@ -67,6 +67,30 @@ func TestReadYourWrites(t *testing.T) {
 	if _, ok, err := cc.Get(ctx, "default", "ryw"); ok || err != nil {
 		t.Fatalf("read after delete: ok=%v err=%v", ok, err)
 	}
+
+	// The client forgets each write once the cache shows it: after 200
+	// objects created, updated and deleted, it remembers none.
+	for i := range 200 {
+		name := "gone-" + strconv.Itoa(i)
+		c, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Data = map[string]string{"x": "y"}
+		if _, err := cc.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cc.Delete(ctx, "default", name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for cache.CachedClientPending(cc) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := cache.CachedClientPending(cc); n != 0 {
+		t.Errorf("the client still remembers %d writes the cache has shown", n)
+	}
 }
 
 // TestReadYourWritesFailsRatherThanLies: with the informer stopped, a read

@@ -10,3 +10,6 @@ import (
 func SetInformerClock[T client.Object](opts *InformerOptions[T], c clock.Clock) {
 	opts.clock = c
 }
+
+// CachedClientPending returns how many of c's writes it still remembers.
+func CachedClientPending[T client.Object](c *CachedClient[T]) int { return c.pending() }
