@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -71,6 +72,7 @@ type Recorder struct {
 	similar map[seriesKey]*similarState
 	buckets map[types.UID]*bucket
 	useCore bool
+	swept   time.Time // when the maps were last swept of expired entries
 }
 
 type pending struct {
@@ -241,6 +243,7 @@ func (r *Recorder) allow(uid types.UID, now time.Time) bool {
 }
 
 func (r *Recorder) send(ctx context.Context, p pending) {
+	r.sweep(p.at)
 	if !r.allow(p.ref.UID, p.at) {
 		r.dropped.Add(1)
 		return
@@ -281,6 +284,33 @@ func (r *Recorder) send(ctx context.Context, p pending) {
 		r.dropped.Add(1)
 		r.log.Warn("could not write an event", "reason", p.reason, "err", err)
 	}
+}
+
+// sweep drops, at most once per Window, what no longer counts: series
+// and similarity counts that started more than Window ago, and spam-filter
+// buckets that have refilled (a new bucket would be the same). The maps
+// then hold only the objects that had events recently, however long the
+// recorder runs.
+func (r *Recorder) sweep(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Sub(r.swept) < r.opts.Window {
+		return
+	}
+	r.swept = now
+	maps.DeleteFunc(r.series, func(_ seriesKey, s *seriesState) bool { return now.Sub(s.first) > r.opts.Window })
+	maps.DeleteFunc(r.similar, func(_ seriesKey, s *similarState) bool { return now.Sub(s.first) > r.opts.Window })
+	maps.DeleteFunc(r.buckets, func(_ types.UID, b *bucket) bool {
+		return b.tokens+now.Sub(b.at).Seconds()/r.opts.RefillEvery.Seconds() >= float64(r.opts.Burst)
+	})
+}
+
+// sizes returns how many series, similarity counts and buckets the
+// recorder holds (for tests).
+func (r *Recorder) sizes() (series, similar, buckets int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.series), len(r.similar), len(r.buckets)
 }
 
 // live returns the series under key if it started within Window. r.mu is

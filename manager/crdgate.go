@@ -105,6 +105,15 @@ func (g *CRDGate) Start(ctx context.Context) error {
 
 	var stopChild context.CancelFunc
 	var childDone chan error
+	// A runnable that keeps stopping by itself (RBAC forbids its informers,
+	// say) is started again after a pause that doubles each time, from a
+	// second up to five minutes, and starts over once it has run for that
+	// long, or when the CRD changes.
+	retry := gateMinRetry
+	var startedAt time.Time
+	retryTimer := time.AfterFunc(time.Hour, poke)
+	retryTimer.Stop()
+	defer retryTimer.Stop()
 	stop := func() {
 		if stopChild == nil {
 			return
@@ -127,11 +136,16 @@ func (g *CRDGate) Start(ctx context.Context) error {
 		case err := <-childDone: // nil channel while nothing runs
 			// The runnable ended by itself, for example because the
 			// resource was not served yet right after Established: try
-			// again shortly.
-			g.log.Warn("gated runnable stopped; starting it again", "err", err)
+			// again after a pause.
+			stopChild() // release its context
 			stopChild, childDone = nil, nil
 			g.setState(GateWaiting)
-			time.AfterFunc(time.Second, poke)
+			if time.Since(startedAt) >= retry {
+				retry = gateMinRetry // it ran for a good while: not a failure loop
+			}
+			g.log.Error("gated runnable stopped; starting it again after a pause", "err", err, "pause", retry)
+			retryTimer.Reset(retry)
+			retry = min(2*retry, gateMaxRetry)
 			continue
 		}
 		crd, ok := inf.Lister().Get(g.name)
@@ -150,6 +164,7 @@ func (g *CRDGate) Start(ctx context.Context) error {
 				return fmt.Errorf("manager: CRD gate %s: build: %w", g.name, err)
 			}
 			f.Start(cctx)
+			startedAt = time.Now()
 			stopChild, childDone = cancel, make(chan error, 1)
 			go func() {
 				err := r.Start(cctx)
@@ -162,9 +177,19 @@ func (g *CRDGate) Start(ctx context.Context) error {
 			g.log.Info("CRD Established: controller started")
 		case !established && stopChild != nil:
 			stop()
+			retry = gateMinRetry
+		case !established:
+			retry = gateMinRetry
 		}
 	}
 }
+
+// The pauses before a gated runnable that stopped by itself is started
+// again.
+const (
+	gateMinRetry = time.Second
+	gateMaxRetry = 5 * time.Minute
+)
 
 func (g *CRDGate) setState(s GateState) {
 	g.mu.Lock()

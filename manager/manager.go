@@ -86,6 +86,10 @@ type Options struct {
 	// ContentType is the REST wire format. Default protobuf (falling back
 	// to JSON for types without it).
 	ContentType *rest.ContentType
+	// Transport, when set, replaces the HTTP transport to the API server
+	// (see rest.Options.Transport): for tests that stand in for the
+	// server, and for special dialing. Default: built from cfg.
+	Transport http.RoundTripper
 	// EventsController names the reporting controller of the manager's
 	// event recorder, such as "example.com/widgets". Default "loom".
 	EventsController string
@@ -133,7 +137,7 @@ func New(cfg config.Config, opts Options) (*Manager, error) {
 	if opts.ContentType != nil {
 		ct = *opts.ContentType
 	}
-	rc, err := rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log})
+	rc, err := rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log, Transport: opts.Transport})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
