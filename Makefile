@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools examples/custom-apiserver tools/helmcheck
 
-.PHONY: all assets build generate check-generate test vet demo chaos clean
+.PHONY: all assets build generate check-generate test vet demo chaos bench-recovery clean
 
 all: build
 
@@ -27,11 +27,8 @@ assets:
 build:
 	$(GO) build -o bin/loom ./cmd/loom
 
-# A module with no packages yet (bench/ before its first benchmark) is skipped.
-has_pkgs = [ -n "$$(cd $(1) && $(GO) list ./... 2>/dev/null)" ]
-
 vet:
-	@set -e; for m in $(MODULES); do if $(call has_pkgs,$$m); then echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...); fi; done
+	@bash tools/each-module.sh "$(MODULES)" $(GO) vet ./...
 
 ## generate: rerun controller-gen over the example operators (deep-copy
 ## methods, CRD manifests, RBAC roles).
@@ -42,10 +39,15 @@ generate: assets
 check-generate: assets
 	@bash tools/generate.sh --check
 
+# The modules with tests, each with its go test -timeout (tools/ has none).
+TEST_MODULES := .:30m bench:20m examples/custom-apiserver:10m tools/helmcheck:10m
+
 ## test: vet, the generated-files check, then race-enabled tests in every
-## module (tools/ has no tests).
+## module. A module that fails to load fails the run (tools/each-module.sh,
+## checked by tools/each-module_test.sh).
 test: assets vet check-generate
-	@set -e; for m in . bench examples/custom-apiserver; do if $(call has_pkgs,$$m); then echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...); fi; done
+	@bash tools/each-module_test.sh
+	@bash tools/each-module.sh "$(TEST_MODULES)" $(GO) test -race -count=1 ./...
 
 ## demo: the At operator on a local cluster (examples/at/demo.sh): brings up
 ## `loom dev` (controllers, scheduler, one fake node), runs the operator in
@@ -56,6 +58,12 @@ test: assets vet check-generate
 demo: assets build
 	@$(GO) build -o bin/at-example ./examples/at
 	@bash examples/at/demo.sh bin
+
+## bench-recovery: Loom's informer against client-go's through API-server
+## and network faults, side by side (bench/recovery); the raw lines are
+## appended to bench/recovery/results/$(date).txt.
+bench-recovery: assets
+	cd bench && $(GO) run ./recovery -out recovery/results/$$(date +%F).txt
 
 ## chaos: the informer chaos trials at length (200 trials instead of the 20 of make test).
 chaos: assets

@@ -235,13 +235,16 @@ func TestPartitionedLeaderStopsBeforeTakeover(t *testing.T) {
 		direct := leases(t, "")
 		rec := newRecorder()
 		lease := fmt.Sprint("partition-", i)
-		a := start(t, cut, lease, "a", rec, fast)
+		// A margin (LeaseDuration - RenewDeadline) of 6 s, so that a loaded
+		// machine's scheduling delays cannot eat it.
+		wide := leaderelection.Options{LeaseDuration: 8 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+		a := start(t, cut, lease, "a", rec, wide)
 		if got := rec.waitLeader(t, ""); got != "a" {
 			t.Fatalf("leader %q, want a (started first)", got)
 		}
 		seen := make(chan struct{})
 		var once sync.Once
-		bOpts := fast
+		bOpts := wide
 		bOpts.OnNewLeader = func(id string) {
 			if id == "a" {
 				once.Do(func() { close(seen) })
