@@ -9,7 +9,11 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loom-k8s/loom/client"
 )
@@ -61,6 +65,7 @@ type CachedClient[T client.Object] struct {
 	live *client.Client[T]
 	inf  *Informer[T]
 	wait time.Duration
+	err  error // set by FailedCachedClient: every call returns it
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every cache change
@@ -96,6 +101,14 @@ func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], 
 		return nil, err
 	}
 	return c, nil
+}
+
+// FailedCachedClient returns a CachedClient whose every call fails with
+// err. It is for constructors that report a setup error elsewhere and
+// cannot return one, such as manager.CachedClient (whose manager's Start
+// returns err).
+func FailedCachedClient[T client.Object](err error) *CachedClient[T] {
+	return &CachedClient[T]{err: err}
 }
 
 // observe is told of every change the cache applies: obj is the object as
@@ -160,6 +173,10 @@ func (c *CachedClient[T]) record(obj T) {
 
 // Create creates obj on the server.
 func (c *CachedClient[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
 	out, err := c.live.Create(ctx, obj, opts)
 	if err == nil {
 		c.record(out)
@@ -169,6 +186,10 @@ func (c *CachedClient[T]) Create(ctx context.Context, obj T, opts metav1.CreateO
 
 // Update updates obj on the server.
 func (c *CachedClient[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
 	out, err := c.live.Update(ctx, obj, opts)
 	if err == nil {
 		c.record(out)
@@ -178,6 +199,10 @@ func (c *CachedClient[T]) Update(ctx context.Context, obj T, opts metav1.UpdateO
 
 // UpdateStatus updates obj's status on the server.
 func (c *CachedClient[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
 	out, err := c.live.UpdateStatus(ctx, obj, opts)
 	if err == nil {
 		c.record(out)
@@ -185,9 +210,27 @@ func (c *CachedClient[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.U
 	return out, err
 }
 
-// Delete deletes the named object (namespace "" for cluster-scoped) on the
-// server; later reads wait until the cache no longer has it.
-func (c *CachedClient[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+// Patch patches obj (by namespace and name), or one of its subresources,
+// on the server.
+func (c *CachedClient[T]) Patch(ctx context.Context, obj T, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
+	out, err := c.live.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), pt, data, opts, subresources...)
+	if err == nil {
+		c.record(out)
+	}
+	return out, err
+}
+
+// Delete deletes obj (by namespace and name) on the server; later reads
+// wait until the cache no longer has it.
+func (c *CachedClient[T]) Delete(ctx context.Context, obj T, opts metav1.DeleteOptions) error {
+	if c.err != nil {
+		return c.err
+	}
+	namespace, name := obj.GetNamespace(), obj.GetName()
 	sent := time.Now()
 	if err := c.live.Namespace(namespace).Delete(ctx, name, opts); err != nil {
 		return err
@@ -205,10 +248,52 @@ func (c *CachedClient[T]) Delete(ctx context.Context, namespace, name string, op
 	return nil
 }
 
-// Get reads the named object from the cache, after waiting for the cache
+// Get reads the object namespace/name from the cache, after waiting for
+// the cache to hold this client's last write of it, if any. It returns an
+// error for which apierrors.IsNotFound is true when the cache does not
+// have the object, and a *StaleCacheError when the cache has not caught up
+// with a write within the wait.
+func (c *CachedClient[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
+	obj, ok, err := c.get(ctx, namespace, name)
+	if err == nil && !ok {
+		err = apierrors.NewNotFound(c.groupResource(ctx), name)
+	}
+	return obj, err
+}
+
+// List returns the cached objects in namespace ("" for all) whose labels
+// match selector (nil for all). It waits for none of this client's
+// writes: a list is as fresh as the cache.
+func (c *CachedClient[T]) List(ctx context.Context, namespace string, selector labels.Selector) ([]T, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	if namespace == "" {
+		return c.inf.Lister().List(selector)
+	}
+	return c.inf.Lister().Namespace(namespace).List(selector)
+}
+
+// groupResource names the resource in NotFound errors.
+func (c *CachedClient[T]) groupResource(ctx context.Context) schema.GroupResource {
+	res, err := c.live.Resource(ctx)
+	if err != nil {
+		return schema.GroupResource{}
+	}
+	return res.Resource.GroupResource()
+}
+
+// get reads the named object from the cache, after waiting for the cache
 // to hold this client's last write of it, if any. ok is false when the
 // cache does not have the object.
-func (c *CachedClient[T]) Get(ctx context.Context, namespace, name string) (obj T, ok bool, err error) {
+func (c *CachedClient[T]) get(ctx context.Context, namespace, name string) (obj T, ok bool, err error) {
 	k := key(namespace, name)
 	ctx, cancel := context.WithTimeout(ctx, c.wait)
 	defer cancel()
@@ -234,6 +319,31 @@ func (c *CachedClient[T]) Get(ctx context.Context, namespace, name string) (obj 
 		}
 	}
 }
+
+// AddIndexer adds an index to the client's informer (see
+// Informer.AddIndexer), for reads by index through Informer().Indexer().
+func (c *CachedClient[T]) AddIndexer(name string, fn IndexFunc[T]) error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.inf.AddIndexer(name, fn)
+}
+
+// Informer returns the informer the client reads from (nil for a client
+// made by FailedCachedClient).
+func (c *CachedClient[T]) Informer() *Informer[T] { return c.inf }
+
+// AddObjectHandler adds a handler to the client's informer (see
+// Informer.AddObjectHandler), so that a controller can watch what the
+// client reads: controller.Owns and Watches take it.
+func (c *CachedClient[T]) AddObjectHandler(h Handler[client.Object], opts HandlerOptions) (Registration, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.inf.AddObjectHandler(h, opts)
+}
+
+var _ client.ReadWriter[*metav1.PartialObjectMetadata] = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
 
 // fresh reports whether the cached state includes the write w.
 func fresh[T client.Object](w written, obj T, ok bool) bool {

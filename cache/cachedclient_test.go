@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/cache"
@@ -22,7 +23,7 @@ func TestReadYourWrites(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	rc := restFor(t, env)
 	ctx := t.Context()
-	live, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	live, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	live = live.Namespace("default")
 	inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{})
 	cc, err := cache.NewCachedClient(live, inf, cache.CachedClientOptions{})
@@ -51,9 +52,9 @@ func TestReadYourWrites(t *testing.T) {
 		if plain, ok := inf.Lister().Namespace("default").Get("ryw"); !ok || plain.ResourceVersion != cm.ResourceVersion {
 			stale++
 		}
-		got, ok, err := cc.Get(ctx, "default", "ryw")
-		if err != nil || !ok {
-			t.Fatalf("read %d: %v, %v", i, ok, err)
+		got, err := cc.Get(ctx, "default", "ryw")
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
 		}
 		if got.Data["n"] != strconv.Itoa(i) || got.ResourceVersion != cm.ResourceVersion {
 			t.Fatalf("read %d after write %s got n=%s at %s", i, cm.ResourceVersion, got.Data["n"], got.ResourceVersion)
@@ -61,11 +62,11 @@ func TestReadYourWrites(t *testing.T) {
 	}
 	t.Logf("1000 update-then-read pairs held; a plain cache read right after the write was stale %d times", stale)
 
-	if err := cc.Delete(ctx, "default", "ryw", metav1.DeleteOptions{}); err != nil {
+	if err := cc.Delete(ctx, cm, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := cc.Get(ctx, "default", "ryw"); ok || err != nil {
-		t.Fatalf("read after delete: ok=%v err=%v", ok, err)
+	if _, err := cc.Get(ctx, "default", "ryw"); !apierrors.IsNotFound(err) {
+		t.Fatalf("read after delete: %v, want NotFound", err)
 	}
 
 	// The client forgets each write once the cache shows it: after 200
@@ -80,7 +81,7 @@ func TestReadYourWrites(t *testing.T) {
 		if _, err := cc.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := cc.Delete(ctx, "default", name, metav1.DeleteOptions{}); err != nil {
+		if err := cc.Delete(ctx, c, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +100,7 @@ func TestReadYourWritesFailsRatherThanLies(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	rc := restFor(t, env)
 	ctx := t.Context()
-	live, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	live, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	live = live.Namespace("default")
 	inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{})
 	cc, err := cache.NewCachedClient(live, inf, cache.CachedClientOptions{Wait: 300 * time.Millisecond})
@@ -110,9 +111,9 @@ func TestReadYourWritesFailsRatherThanLies(t *testing.T) {
 	if _, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, ok, err := cc.Get(ctx, "default", "lonely")
+	_, err = cc.Get(ctx, "default", "lonely")
 	var se *cache.StaleCacheError
-	if ok || !errors.As(err, &se) || !errors.Is(err, cache.ErrStaleCache) || se.Key != "default/lonely" {
-		t.Fatalf("got ok=%v err=%v; want a StaleCacheError for default/lonely", ok, err)
+	if !errors.As(err, &se) || !errors.Is(err, cache.ErrStaleCache) || se.Key != "default/lonely" {
+		t.Fatalf("got %v; want a StaleCacheError for default/lonely", err)
 	}
 }

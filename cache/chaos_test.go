@@ -92,7 +92,7 @@ func TestInformersSurviveChaos(t *testing.T) {
 	}
 	t.Cleanup(viaProxy.CloseIdleConnections)
 
-	crds, _ := client.For[unstructured.Unstructured](ctx, direct, client.Options{Resource: client.Resource{
+	crds, _ := client.For[unstructured.Unstructured](direct, client.Options{Resource: client.Resource{
 		Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
 		Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}}})
 	var crd unstructured.Unstructured
@@ -102,9 +102,9 @@ func TestInformersSurviveChaos(t *testing.T) {
 	if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods, _ := client.For[corev1.Pod](ctx, direct, client.Options{})
+	pods, _ := client.For[corev1.Pod](direct, client.Options{})
 	pods = pods.Namespace("default")
-	widgets, _ := client.For[unstructured.Unstructured](ctx, direct, client.Options{Resource: chaosWidgets})
+	widgets, _ := client.For[unstructured.Unstructured](direct, client.Options{Resource: chaosWidgets})
 	widgets = widgets.Namespace("default")
 	for {
 		if _, err := widgets.List(ctx, metav1.ListOptions{}); err == nil {
@@ -117,8 +117,8 @@ func TestInformersSurviveChaos(t *testing.T) {
 		}
 	}
 
-	podsP, _ := client.For[corev1.Pod](ctx, viaProxy, client.Options{})
-	widgetsP, _ := client.For[unstructured.Unstructured](ctx, viaProxy, client.Options{Resource: chaosWidgets})
+	podsP, _ := client.For[corev1.Pod](viaProxy, client.Options{})
+	widgetsP, _ := client.For[unstructured.Unstructured](viaProxy, client.Options{Resource: chaosWidgets})
 	fast := cache.ReflectorOptions{InitialBackoff: 20 * time.Millisecond, MaxBackoff: time.Second, MinWatchTimeout: 30 * time.Second}
 	podInf := cache.NewInformer(cache.ListWatch(podsP.Namespace("default"), cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{Reflector: fast, DetectMutations: true})
 	widgetInf := cache.NewInformer(cache.ListWatch(widgetsP.Namespace("default"), cache.ListWatchOptions{}), cache.InformerOptions[*unstructured.Unstructured]{Reflector: fast, DetectMutations: true})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/rest"
 )
@@ -183,12 +184,9 @@ func ExampleNewFactory() {
 		fmt.Println(err)
 		return
 	}
-	f := cache.NewFactory(cache.FactoryOptions{REST: rc, Namespace: "default", Resync: 10 * time.Minute})
-	defer f.Shutdown()
-
-	pods, err := cache.InformerFor[corev1.Pod](ctx, f, cache.InformerForOptions[*corev1.Pod]{
-		Transform: cache.StripManagedFields[*corev1.Pod], TransformName: "strip-managed-fields",
-	})
+	f := cache.NewFactory(rc, cache.FactoryOptions{Namespace: "default", Resync: 10 * time.Minute,
+		Transform: cache.StripManagedFields[client.Object]})
+	pods, err := cache.InformerFor[corev1.Pod](f, cache.InformerForOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -199,10 +197,10 @@ func ExampleNewFactory() {
 		fmt.Println(err)
 		return
 	}
-	f.Start(ctx)
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := f.WaitForCacheSync(wctx); err != nil {
+	go func() { _ = f.Start(ctx) }() // runs the informers until ctx ends
+	if err := f.WaitForCacheSync(ctx); err != nil {
 		var se *cache.SyncError
 		if errors.As(err, &se) && apierrors.IsForbidden(err) {
 			fmt.Println("no RBAC to list", se.Informer)

@@ -24,15 +24,10 @@ import (
 // Factory and sync errors. They usually arrive wrapped; test with
 // errors.Is.
 var (
-	// ErrNoREST: the factory was made without FactoryOptions.REST.
-	ErrNoREST = errors.New("factory has no REST client")
-	// ErrUnnamedTransform: a Transform was given without the
-	// TransformName that tells informers apart.
-	ErrUnnamedTransform = errors.New("transform has no name")
 	// ErrFactoryShutdown: the factory has been shut down.
 	ErrFactoryShutdown = errors.New("factory shut down")
 	// ErrNotStarted: WaitForCacheSync found an informer that was never
-	// started (one made after the last Factory.Start).
+	// started (the factory is not running).
 	ErrNotStarted = errors.New("informer not started")
 	// ErrNotSynced: the informer has not synced yet, and has reported no
 	// error.
@@ -61,12 +56,8 @@ type Runner interface {
 
 var _ Runner = (*Informer[*metav1.PartialObjectMetadata])(nil)
 
-// FactoryOptions configure [NewFactory]. The zero value is valid except
-// for REST, which InformerFor needs.
+// FactoryOptions configure [NewFactory]. The zero value is valid.
 type FactoryOptions struct {
-	// REST is the connection informers list and watch through.
-	// Required: InformerFor fails with [ErrNoREST] without it.
-	REST *rest.Client
 	// Client holds the Scheme and Mapper that find the resource of
 	// custom types (see client.Options); its Resource is ignored, as
 	// each informer gives its own. The zero value knows the built-in
@@ -93,54 +84,64 @@ type FactoryOptions struct {
 	// informer (see [InformerOptions].DetectMutations). Default false,
 	// unless LOOM_CACHE_MUTATION_DETECTOR is "true".
 	DetectMutations bool
+	// Transform is every informer's [InformerOptions].Transform, such as
+	// StripManagedFields[client.Object]. It must return an object of the
+	// type it was given. Default nil: none.
+	Transform func(client.Object) (client.Object, error)
 }
 
 // Factory makes informers and shares them: every [InformerFor] call for
-// the same object type, resource, namespace, selectors and transform
-// returns the same informer, so that one list and one watch serve every
-// user in the program. It starts them ([Factory.Start]), waits for them
-// to sync ([Factory.WaitForCacheSync]) and stops them, all at once
+// the same object type, resource, namespace and selectors returns the
+// same informer, so that one list and one watch serve every user in the
+// program. It runs them ([Factory.Start]), waits for them to sync
+// ([Factory.WaitForCacheSync]) and stops them, all at once
 // ([Factory.Shutdown]) or one at a time ([Factory.StopInformer], for a
 // custom resource whose definition went away).
 //
 // A Factory is safe for concurrent use. The zero value is not usable;
 // call [NewFactory].
 type Factory struct {
+	rc   *rest.Client
 	opts FactoryOptions
 	log  *slog.Logger
 
 	mu        sync.Mutex
 	informers map[informerKey]*factoryEntry
+	runCtx    context.Context // while Start runs: new informers start at once
 	shutdown  bool
+	down      chan struct{} // closed by Shutdown
 	wg        sync.WaitGroup // the informers' Start calls
 }
 
 // informerKey is what tells a factory's informers apart.
 type informerKey struct {
 	typ       reflect.Type
-	gvr       schema.GroupVersionResource
+	gvr       schema.GroupVersionResource // when given; else the type's own
 	namespace string
 	labels    string
 	fields    string
-	transform string
 }
 
-// String names an informer: resource.version.group, then what narrows
-// it. The Go type is named only when the resource does not tell it.
+// String names an informer: its Go type, or the resource it was given,
+// then what narrows it.
 func (k informerKey) String() string {
 	var b strings.Builder
-	b.WriteString(k.gvr.Resource + "." + k.gvr.Version)
-	if k.gvr.Group != "" {
-		b.WriteString("." + k.gvr.Group)
-	}
-	switch k.typ {
-	case reflect.TypeFor[*metav1.PartialObjectMetadata]():
-		b.WriteString(" (metadata)")
-	case reflect.TypeFor[*unstructured.Unstructured]():
-		b.WriteString(" (unstructured)")
+	if k.gvr.Resource != "" {
+		b.WriteString(k.gvr.Resource + "." + k.gvr.Version)
+		if k.gvr.Group != "" {
+			b.WriteString("." + k.gvr.Group)
+		}
+		switch k.typ {
+		case reflect.TypeFor[*metav1.PartialObjectMetadata]():
+			b.WriteString(" (metadata)")
+		case reflect.TypeFor[*unstructured.Unstructured]():
+			b.WriteString(" (unstructured)")
+		}
+	} else {
+		b.WriteString(k.typ.String())
 	}
 	for _, f := range [...]struct{ name, value string }{
-		{"namespace", k.namespace}, {"labels", k.labels}, {"fields", k.fields}, {"transform", k.transform},
+		{"namespace", k.namespace}, {"labels", k.labels}, {"fields", k.fields},
 	} {
 		if f.value != "" {
 			fmt.Fprintf(&b, " %s=%q", f.name, f.value)
@@ -156,20 +157,25 @@ type factoryEntry struct {
 	done    chan struct{} // closed when Start has returned
 }
 
-// NewFactory returns a factory with no informers.
-func NewFactory(opts FactoryOptions) *Factory {
+// NewFactory returns a factory with no informers, whose informers list
+// and watch through rc.
+func NewFactory(rc *rest.Client, opts FactoryOptions) *Factory {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts.Reflector.Name = ""
-	return &Factory{opts: opts, log: log, informers: map[informerKey]*factoryEntry{}}
+	return &Factory{rc: rc, opts: opts, log: log, informers: map[informerKey]*factoryEntry{}, down: make(chan struct{})}
 }
+
+// ClientOptions returns the client options the factory's informers use
+// (its Scheme and Mapper), for clients that should see the same types.
+func (f *Factory) ClientOptions() client.Options { return f.opts.Client }
 
 // InformerForOptions choose an informer of a [Factory]. The zero value
 // is the informer of every object of the type in the factory's
 // namespace.
-type InformerForOptions[T client.Object] struct {
+type InformerForOptions struct {
 	// Resource says where objects live. Required for
 	// *unstructured.Unstructured and *metav1.PartialObjectMetadata; for
 	// other types the default is the type's own resource.
@@ -181,61 +187,43 @@ type InformerForOptions[T client.Object] struct {
 	// LabelSelector and FieldSelector filter objects on the server.
 	// Default "": none.
 	LabelSelector, FieldSelector string
-	// Transform is the informer's [InformerOptions].Transform. Default
-	// nil: none.
-	Transform func(T) (T, error)
-	// TransformName tells transforms apart, as functions cannot be
-	// compared: two calls with the same name and otherwise the same
-	// options share an informer, whose Transform is the first call's.
-	// Required when Transform is set.
-	TransformName string
-	// Indexers are added to the informer's cache. For an informer that
-	// exists already, an index whose name is in use keeps its first
-	// function. Default nil: none.
-	Indexers Indexers[T]
 }
 
 // InformerFor returns the factory's informer for objects of type E (such
 // as corev1.Pod, or unstructured.Unstructured or
 // metav1.PartialObjectMetadata with opts.Resource) narrowed by opts,
-// making it if there is none. A new informer is not running: call
-// [Factory.Start] again. ctx bounds the lookup of a custom type's
-// resource. It fails with [ErrNoREST], [ErrUnnamedTransform],
-// [ErrFactoryShutdown], the error of client.For, or of adding an index.
+// making it if there is none. It makes no request: a custom type's
+// resource is looked up when the informer first lists. While the factory
+// runs (see [Factory.Start]) a new informer starts at once. It fails with
+// [ErrFactoryShutdown] or the error of client.For. Add indexes with
+// [Informer.AddIndexer].
 func InformerFor[E any, T interface {
 	*E
 	client.Object
-}](ctx context.Context, f *Factory, opts InformerForOptions[T]) (*Informer[T], error) {
-	if f.opts.REST == nil {
-		return nil, fmt.Errorf("cache: InformerFor: %w", ErrNoREST)
-	}
-	if opts.Transform != nil && opts.TransformName == "" {
-		return nil, fmt.Errorf("cache: InformerFor: %w", ErrUnnamedTransform)
-	}
+}](f *Factory, opts InformerForOptions) (*Informer[T], error) {
 	copts := f.opts.Client
 	copts.Resource = opts.Resource
-	c, err := client.For[E, T](ctx, f.opts.REST, copts)
+	c, err := client.For[E, T](f.rc, copts)
 	if err != nil {
 		return nil, fmt.Errorf("cache: InformerFor: %w", err)
 	}
-	res := c.Resource()
-	ns := cmp.Or(opts.Namespace, f.opts.Namespace)
-	if !res.Namespaced {
-		ns = ""
-	}
-	lwo := ListWatchOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector}
+	lwo := ListWatchOptions{Namespace: cmp.Or(opts.Namespace, f.opts.Namespace), LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector}
 	if f.opts.TweakListOptions != nil {
 		f.opts.TweakListOptions(&lwo)
 	}
 	key := informerKey{
 		typ:       reflect.TypeFor[T](),
-		gvr:       res.Resource,
-		namespace: ns,
+		gvr:       opts.Resource.Resource,
+		namespace: lwo.Namespace,
 		labels:    lwo.LabelSelector,
 		fields:    lwo.FieldSelector,
 	}
-	if opts.Transform != nil {
-		key.transform = opts.TransformName
+	name := key
+	if res, ok := c.KnownResource(); ok {
+		name.gvr = res.Resource
+		if !res.Namespaced {
+			key.namespace, name.namespace = "", ""
+		}
 	}
 
 	f.mu.Lock()
@@ -244,62 +232,83 @@ func InformerFor[E any, T interface {
 		return nil, fmt.Errorf("cache: InformerFor: %w", ErrFactoryShutdown)
 	}
 	if e, ok := f.informers[key]; ok {
-		inf := e.inf.(*Informer[T])
-		for name, fn := range opts.Indexers {
-			err := inf.AddIndexers(Indexers[T]{name: fn})
-			if err != nil && !errors.Is(err, ErrIndexExists) {
-				return nil, fmt.Errorf("cache: InformerFor %s: %w", key, err)
-			}
-		}
-		return inf, nil
+		return e.inf.(*Informer[T]), nil
 	}
-	inf := NewInformer(ListWatch(c.Namespace(ns), lwo), InformerOptions[T]{
-		Name:            key.String(),
+	var transform func(T) (T, error)
+	if tf := f.opts.Transform; tf != nil {
+		transform = func(obj T) (T, error) {
+			out, err := tf(obj)
+			if err != nil {
+				return obj, err
+			}
+			t, ok := out.(T)
+			if !ok {
+				return obj, fmt.Errorf("cache: factory Transform returned %T for a %T", out, obj)
+			}
+			return t, nil
+		}
+	}
+	inf := NewInformer(ListWatch(c, lwo), InformerOptions[T]{
+		Name:            name.String(),
 		Logger:          f.log,
-		Indexers:        opts.Indexers,
-		Transform:       opts.Transform,
 		ResyncPeriod:    f.opts.Resync,
 		Reflector:       f.opts.Reflector,
 		DetectMutations: f.opts.DetectMutations,
+		Transform:       transform,
 	})
-	f.informers[key] = &factoryEntry{inf: inf}
+	e := &factoryEntry{inf: inf}
+	f.informers[key] = e
+	if f.runCtx != nil {
+		f.startLocked(e)
+	}
 	return inf, nil
 }
 
-// Start starts every informer of the factory that is not running yet,
-// each in a goroutine of its own, and returns at once: it is the one
-// Start in Loom that does not block, as a factory is a set of
-// runnables rather than one. The informers run until ctx ends, or
-// until Shutdown or StopInformer. Informers made later need another
-// call. After Shutdown, Start does nothing.
-func (f *Factory) Start(ctx context.Context) {
+// Start runs the factory's informers until ctx ends or Shutdown is
+// called: those it has, each in a goroutine of its own, and those made
+// while it runs, as they are made. It then stops them, waits until all
+// have stopped, and returns nil; it returns ErrFactoryShutdown at once
+// after Shutdown. A factory runs once.
+func (f *Factory) Start(ctx context.Context) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.shutdown {
-		return
+		f.mu.Unlock()
+		return ErrFactoryShutdown
 	}
+	f.runCtx = ctx
 	for _, e := range f.informers {
-		if e.started {
-			continue
+		if !e.started {
+			f.startLocked(e)
 		}
-		ictx, cancel := context.WithCancel(ctx)
-		e.started, e.cancel, e.done = true, cancel, make(chan struct{})
-		f.wg.Go(func() {
-			defer close(e.done)
-			defer cancel()
-			if err := e.inf.Start(ictx); err != nil {
-				f.log.Error("informer failed", "informer", e.inf.Name(), "err", err)
-			}
-		})
 	}
+	f.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-f.down:
+	}
+	f.Shutdown()
+	return nil
+}
+
+// startLocked starts e's informer. f.mu is held.
+func (f *Factory) startLocked(e *factoryEntry) {
+	ictx, cancel := context.WithCancel(f.runCtx)
+	e.started, e.cancel, e.done = true, cancel, make(chan struct{})
+	f.wg.Go(func() {
+		defer close(e.done)
+		defer cancel()
+		if err := e.inf.Start(ictx); err != nil {
+			f.log.Error("informer failed", "informer", e.inf.Name(), "err", err)
+		}
+	})
 }
 
 // WaitForCacheSync waits until every informer of the factory has synced
 // and returns nil, or returns a non-nil error naming each informer that
 // has not synced and why (see [WaitForCacheSync]). It returns early,
-// without waiting for ctx, when an informer was never started or cannot
-// sync without help. Informers keep running (and retrying) after it
-// returns; it may be called again.
+// without waiting for ctx, when an informer cannot sync without help.
+// Informers keep running (and retrying) after it returns; it may be
+// called again.
 func (f *Factory) WaitForCacheSync(ctx context.Context) error {
 	f.mu.Lock()
 	syncers := make([]Syncer, 0, len(f.informers))
@@ -355,6 +364,9 @@ func (f *Factory) StopInformer(inf Runner) bool {
 // handler, whose return it would wait for.
 func (f *Factory) Shutdown() {
 	f.mu.Lock()
+	if !f.shutdown {
+		close(f.down)
+	}
 	f.shutdown = true
 	for key, e := range f.informers {
 		if e.started {
@@ -394,8 +406,10 @@ const syncPoll = 20 * time.Millisecond
 //   - or, at once, an informer cannot sync without help: its last error
 //     is Forbidden or Unauthorized (RBAC, credentials), NotFound (the
 //     resource does not exist, such as a custom resource whose
-//     definition is not installed), it has stopped ([ErrStopped]), or it
-//     was never started ([ErrNotStarted]).
+//     definition is not installed), or it has stopped ([ErrStopped]).
+//
+// An informer not started yet (its factory's Start may be about to run) is
+// waited for; if ctx ends first, its error is [ErrNotStarted].
 //
 // Informers whose last error is transient (a broken connection, a
 // server error) are waited for, as their reflectors retry. The check is
@@ -428,7 +442,7 @@ func WaitForCacheSync(ctx context.Context, informers ...Syncer) error {
 // cannotSync reports whether err means an informer will not sync
 // without outside help.
 func cannotSync(err error) bool {
-	return err != nil && (errors.Is(err, ErrStopped) || errors.Is(err, ErrNotStarted) ||
+	return err != nil && (errors.Is(err, ErrStopped) ||
 		apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err))
 }
 

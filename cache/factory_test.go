@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/cache"
@@ -32,32 +33,28 @@ func offline(t *testing.T) *rest.Client {
 }
 
 func TestFactorySharesInformers(t *testing.T) {
-	ctx := t.Context()
-	f := cache.NewFactory(cache.FactoryOptions{REST: offline(t), Namespace: "team"})
+	f := cache.NewFactory(offline(t), cache.FactoryOptions{Namespace: "team"})
 	defer f.Shutdown()
-	cms := func(o cache.InformerForOptions[*corev1.ConfigMap]) *cache.Informer[*corev1.ConfigMap] {
+	cms := func(o cache.InformerForOptions) *cache.Informer[*corev1.ConfigMap] {
 		t.Helper()
-		inf, err := cache.InformerFor[corev1.ConfigMap](ctx, f, o)
+		inf, err := cache.InformerFor[corev1.ConfigMap](f, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return inf
 	}
-	strip := cache.StripManagedFields[*corev1.ConfigMap]
-	base := cms(cache.InformerForOptions[*corev1.ConfigMap]{})
+	base := cms(cache.InformerForOptions{})
 	tests := []struct {
 		name     string
-		opts     cache.InformerForOptions[*corev1.ConfigMap]
+		opts     cache.InformerForOptions
 		same     bool
 		wantName string
 	}{
-		{"the same options", cache.InformerForOptions[*corev1.ConfigMap]{}, true, `configmaps.v1 namespace="team"`},
-		{"the factory's namespace, spelt out", cache.InformerForOptions[*corev1.ConfigMap]{Namespace: "team"}, true, `configmaps.v1 namespace="team"`},
-		{"another namespace", cache.InformerForOptions[*corev1.ConfigMap]{Namespace: "other"}, false, `configmaps.v1 namespace="other"`},
-		{"a label selector", cache.InformerForOptions[*corev1.ConfigMap]{LabelSelector: "app=web"}, false, `configmaps.v1 namespace="team" labels="app=web"`},
-		{"a field selector", cache.InformerForOptions[*corev1.ConfigMap]{FieldSelector: "metadata.name=x"}, false, `configmaps.v1 namespace="team" fields="metadata.name=x"`},
-		{"a transform", cache.InformerForOptions[*corev1.ConfigMap]{Transform: strip, TransformName: "strip"}, false, `configmaps.v1 namespace="team" transform="strip"`},
-		{"a name without a transform is no transform", cache.InformerForOptions[*corev1.ConfigMap]{TransformName: "strip"}, true, `configmaps.v1 namespace="team"`},
+		{"the same options", cache.InformerForOptions{}, true, `configmaps.v1 namespace="team"`},
+		{"the factory's namespace, spelt out", cache.InformerForOptions{Namespace: "team"}, true, `configmaps.v1 namespace="team"`},
+		{"another namespace", cache.InformerForOptions{Namespace: "other"}, false, `configmaps.v1 namespace="other"`},
+		{"a label selector", cache.InformerForOptions{LabelSelector: "app=web"}, false, `configmaps.v1 namespace="team" labels="app=web"`},
+		{"a field selector", cache.InformerForOptions{FieldSelector: "metadata.name=x"}, false, `configmaps.v1 namespace="team" fields="metadata.name=x"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,45 +72,44 @@ func TestFactorySharesInformers(t *testing.T) {
 	}
 
 	t.Run("other types and resources", func(t *testing.T) {
-		nodes, err := cache.InformerFor[corev1.Node](ctx, f, cache.InformerForOptions[*corev1.Node]{Namespace: "ignored"})
+		nodes, err := cache.InformerFor[corev1.Node](f, cache.InformerForOptions{Namespace: "ignored"})
 		if err != nil || nodes.Name() != "nodes.v1" {
 			t.Errorf("cluster-scoped informer %q (%v), want nodes.v1 with no namespace", nodes.Name(), err)
 		}
-		deps, err := cache.InformerFor[appsv1.Deployment](ctx, f, cache.InformerForOptions[*appsv1.Deployment]{})
+		deps, err := cache.InformerFor[appsv1.Deployment](f, cache.InformerForOptions{})
 		if err != nil || deps.Name() != `deployments.v1.apps namespace="team"` {
 			t.Errorf("deployments informer %q (%v)", deps.Name(), err)
 		}
 		res := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}
-		metas, err := cache.InformerFor[metav1.PartialObjectMetadata](ctx, f, cache.InformerForOptions[*metav1.PartialObjectMetadata]{Resource: res})
+		metas, err := cache.InformerFor[metav1.PartialObjectMetadata](f, cache.InformerForOptions{Resource: res})
 		if err != nil || metas.Name() != `configmaps.v1 (metadata) namespace="team"` {
 			t.Errorf("metadata informer %q (%v)", metas.Name(), err)
 		}
 	})
 
 	t.Run("indexers are added to a shared informer", func(t *testing.T) {
-		byData := cache.Indexers[*corev1.ConfigMap]{"data-v": func(cm *corev1.ConfigMap) ([]string, error) { return []string{cm.Data["v"]}, nil }}
-		inf := cms(cache.InformerForOptions[*corev1.ConfigMap]{Indexers: byData})
-		if inf != base {
-			t.Fatal("indexers made another informer")
+		byData := func(cm *corev1.ConfigMap) ([]string, error) { return []string{cm.Data["v"]}, nil }
+		inf := cms(cache.InformerForOptions{})
+		if err := inf.AddIndexer("data-v", byData); err != nil {
+			t.Fatal(err)
 		}
-		if _, err := inf.Indexer().ByIndex("data-v", "1"); err != nil {
-			t.Fatalf("index not added: %v", err)
+		if _, err := base.Indexer().ByIndex("data-v", "1"); err != nil {
+			t.Fatalf("index not added to the shared informer: %v", err)
 		}
-		if again := cms(cache.InformerForOptions[*corev1.ConfigMap]{Indexers: byData}); again != base {
-			t.Fatal("an index already there made another informer")
+		if err := inf.AddIndexer("data-v", byData); !errors.Is(err, cache.ErrIndexExists) {
+			t.Fatalf("an index added twice: %v, want ErrIndexExists", err)
 		}
 	})
 }
 
 func TestFactoryTweakListOptions(t *testing.T) {
-	f := cache.NewFactory(cache.FactoryOptions{
-		REST: offline(t),
+	f := cache.NewFactory(offline(t), cache.FactoryOptions{
 		TweakListOptions: func(o *cache.ListWatchOptions) {
 			o.LabelSelector = strings.TrimPrefix(o.LabelSelector+",owner=me", ",")
 		},
 	})
 	defer f.Shutdown()
-	inf, err := cache.InformerFor[corev1.Secret](t.Context(), f, cache.InformerForOptions[*corev1.Secret]{LabelSelector: "app=web"})
+	inf, err := cache.InformerFor[corev1.Secret](f, cache.InformerForOptions{LabelSelector: "app=web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,28 +119,17 @@ func TestFactoryTweakListOptions(t *testing.T) {
 }
 
 func TestFactoryErrors(t *testing.T) {
-	ctx := t.Context()
-	tests := []struct {
-		name string
-		f    func() *cache.Factory
-		opts cache.InformerForOptions[*corev1.Pod]
-		want error
-	}{
-		{"no REST client", func() *cache.Factory { return cache.NewFactory(cache.FactoryOptions{}) }, cache.InformerForOptions[*corev1.Pod]{}, cache.ErrNoREST},
-		{"a transform without a name", func() *cache.Factory { return cache.NewFactory(cache.FactoryOptions{REST: offline(t)}) },
-			cache.InformerForOptions[*corev1.Pod]{Transform: cache.StripManagedFields[*corev1.Pod]}, cache.ErrUnnamedTransform},
-		{"after Shutdown", func() *cache.Factory {
-			f := cache.NewFactory(cache.FactoryOptions{REST: offline(t)})
-			f.Shutdown()
-			return f
-		}, cache.InformerForOptions[*corev1.Pod]{}, cache.ErrFactoryShutdown},
+	f := cache.NewFactory(offline(t), cache.FactoryOptions{})
+	var ute *client.UnknownTypeError
+	if _, err := cache.InformerFor[unstructured.Unstructured](f, cache.InformerForOptions{}); !errors.As(err, &ute) {
+		t.Errorf("an unstructured informer without a Resource: %v, want an UnknownTypeError", err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, err := cache.InformerFor[corev1.Pod](ctx, tt.f(), tt.opts); !errors.Is(err, tt.want) {
-				t.Fatalf("InformerFor = %v, want %v", err, tt.want)
-			}
-		})
+	f.Shutdown()
+	if _, err := cache.InformerFor[corev1.Pod](f, cache.InformerForOptions{}); !errors.Is(err, cache.ErrFactoryShutdown) {
+		t.Errorf("InformerFor after Shutdown = %v, want ErrFactoryShutdown", err)
+	}
+	if err := f.Start(t.Context()); !errors.Is(err, cache.ErrFactoryShutdown) {
+		t.Errorf("Start after Shutdown = %v, want ErrFactoryShutdown", err)
 	}
 }
 

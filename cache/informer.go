@@ -116,6 +116,7 @@ type Informer[T client.Object] struct {
 	store     *Store[T]
 	fifo      *DeltaFIFO[T]
 	refl      *Reflector[T]
+	lw        ListerWatcher[T]
 
 	mutations      *mutationDetector[T] // nil when off
 	mutationPeriod time.Duration
@@ -190,7 +191,26 @@ func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) 
 		ro.Logger = log
 	}
 	i.refl = NewReflector(lw, Writer[T](informerWriter[T]{i}), ro)
+	i.lw = lw
 	return i
+}
+
+// ErrNoResource: an informer's ListerWatcher does not say which resource
+// it lists (only ListWatch's does).
+var ErrNoResource = errors.New("the informer's ListerWatcher names no resource")
+
+// Resource returns the resource the informer lists, when its
+// ListerWatcher comes from [ListWatch]: looked up on first use for a
+// custom type, so that it may make a request then. It fails with
+// [ErrNoResource] for other ListerWatchers.
+func (i *Informer[T]) Resource(ctx context.Context) (client.Resource, error) {
+	r, ok := i.lw.(interface {
+		Resource(ctx context.Context) (client.Resource, error)
+	})
+	if !ok {
+		return client.Resource{}, fmt.Errorf("cache: informer %s: %w", i.name, ErrNoResource)
+	}
+	return r.Resource(ctx)
 }
 
 // Name returns the informer's name.
@@ -208,6 +228,13 @@ func (i *Informer[T]) Lister() Lister[T] { return NewLister[T](i.store) }
 // [*IndexError], adding none of them.
 func (i *Informer[T]) AddIndexers(indexers Indexers[T]) error {
 	return i.store.AddIndexers(indexers)
+}
+
+// AddIndexer adds one index to the cache, as AddIndexers does:
+//
+//	foos.AddIndexer("byOwner", func(foo *v1.Foo) ([]string, error) { ... })
+func (i *Informer[T]) AddIndexer(name string, fn IndexFunc[T]) error {
+	return i.store.AddIndexers(Indexers[T]{name: fn})
 }
 
 // HasSynced reports whether the cache has been filled by the first full

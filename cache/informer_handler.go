@@ -181,6 +181,24 @@ func (i *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (Registratio
 	return l, nil
 }
 
+// AddObjectHandler is AddHandler for code that does not know the
+// informer's object type, such as a controller watching the objects it
+// owns: h is called with the same objects, as client.Object.
+func (i *Informer[T]) AddObjectHandler(h Handler[client.Object], opts HandlerOptions) (Registration, error) {
+	if h == nil {
+		return nil, fmt.Errorf("cache: informer %s: %w", i.name, ErrNilHandler)
+	}
+	return i.AddHandler(objectHandler[T]{h}, opts)
+}
+
+// objectHandler passes a typed informer's calls on to a Handler of
+// client.Object.
+type objectHandler[T client.Object] struct{ h Handler[client.Object] }
+
+func (o objectHandler[T]) OnAdd(obj T, initial bool)    { o.h.OnAdd(obj, initial) }
+func (o objectHandler[T]) OnUpdate(old, new T)          { o.h.OnUpdate(old, new) }
+func (o objectHandler[T]) OnDelete(obj T, unknown bool) { o.h.OnDelete(obj, unknown) }
+
 // startListener starts l's goroutine: for an inline handler, only its
 // resync timer, if it has one. The caller holds mu.
 func (i *Informer[T]) startListener(l *listener[T]) {

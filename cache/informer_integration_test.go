@@ -133,34 +133,35 @@ func TestInformersAgainstAServer(t *testing.T) {
 	ignore := goleak.IgnoreCurrent() // testenv's own goroutines
 	rc := restFrom(t, env.KubeconfigPath)
 	ctx := t.Context()
-	f := cache.NewFactory(cache.FactoryOptions{
-		REST:      rc,
+	f := cache.NewFactory(rc, cache.FactoryOptions{
 		Namespace: "informers",
 		Reflector: cache.ReflectorOptions{InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
+		Transform: cache.StripManagedFields[client.Object],
 	})
+	// A second factory, without the transform.
+	untransformed := cache.NewFactory(rc, cache.FactoryOptions{Namespace: "informers"})
+	defer untransformed.Shutdown()
 	kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "informers")
 	clients := []*rest.Client{rc}
 
 	t.Run("kubectl writes are seen in order per key", func(t *testing.T) {
-		cms, err := cache.InformerFor[corev1.ConfigMap](ctx, f, cache.InformerForOptions[*corev1.ConfigMap]{
-			Transform: cache.StripManagedFields[*corev1.ConfigMap], TransformName: "strip-managed-fields",
-		})
+		cms, err := cache.InformerFor[corev1.ConfigMap](f, cache.InformerForOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := cache.InformerFor[corev1.ConfigMap](ctx, f, cache.InformerForOptions[*corev1.ConfigMap]{
-			Transform: cache.StripManagedFields[*corev1.ConfigMap], TransformName: "strip-managed-fields",
-		})
+		again, err := cache.InformerFor[corev1.ConfigMap](f, cache.InformerForOptions{})
 		if err != nil || again != cms {
 			t.Fatalf("same options gave another informer (%v)", err)
 		}
-		live, err := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+		live, err := client.For[corev1.ConfigMap](rc, client.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		metas, err := cache.InformerFor[metav1.PartialObjectMetadata](ctx, f, cache.InformerForOptions[*metav1.PartialObjectMetadata]{
-			Resource: live.Resource(),
-		})
+		res, err := live.Resource(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metas, err := cache.InformerFor[metav1.PartialObjectMetadata](untransformed, cache.InformerForOptions{Resource: res})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,8 +178,12 @@ func TestInformersAgainstAServer(t *testing.T) {
 		}, cache.HandlerOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		f.Start(ctx)
+		go func() { _ = f.Start(ctx) }()
+		go func() { _ = untransformed.Start(ctx) }()
 		if err := f.WaitForCacheSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := untransformed.WaitForCacheSync(ctx); err != nil {
 			t.Fatal(err)
 		}
 		eventually(reg.HasSynced)
@@ -255,14 +260,11 @@ func TestInformersAgainstAServer(t *testing.T) {
 			Kind:       schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
 			Namespaced: true,
 		}
-		widgets, err := cache.InformerFor[unstructured.Unstructured](ctx, f, cache.InformerForOptions[*unstructured.Unstructured]{Resource: res})
+		widgets, err := cache.InformerFor[unstructured.Unstructured](f, cache.InformerForOptions{Resource: res})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.WaitForCacheSync(ctx); !errors.Is(err, cache.ErrNotStarted) {
-			t.Fatalf("WaitForCacheSync with an informer not started: %v", err)
-		}
-		f.Start(ctx)
+		// The factory runs: a new informer starts at once.
 		err = f.WaitForCacheSync(ctx)
 		var se *cache.SyncError
 		if !apierrors.IsNotFound(err) || !errors.As(err, &se) || se.Informer != widgets.Name() {
@@ -279,14 +281,13 @@ func TestInformersAgainstAServer(t *testing.T) {
 		kubectlIn(t, env.KubeconfigPath, widgetCRD, "apply", "-f", "-")
 		kubectlIn(t, env.KubeconfigPath, "", "wait", "--for=condition=Established", "crd/widgets.example.com")
 		kubectlIn(t, env.KubeconfigPath, "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  namespace: informers\n", "apply", "-f", "-")
-		again, err := cache.InformerFor[unstructured.Unstructured](ctx, f, cache.InformerForOptions[*unstructured.Unstructured]{Resource: res})
+		again, err := cache.InformerFor[unstructured.Unstructured](f, cache.InformerForOptions{Resource: res})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if again == widgets {
 			t.Fatal("a stopped informer was handed out again")
 		}
-		f.Start(ctx)
 		// The discovery of a new CRD takes a moment to reach every
 		// handler of the server: NotFound may still be reported for a
 		// short while, so wait for it to pass.
@@ -318,13 +319,13 @@ func TestInformersAgainstAServer(t *testing.T) {
 		}
 		urc := restFrom(t, path)
 		clients = append(clients, urc)
-		uf := cache.NewFactory(cache.FactoryOptions{REST: urc})
+		uf := cache.NewFactory(urc, cache.FactoryOptions{})
 		defer uf.Shutdown()
-		pods, err := cache.InformerFor[corev1.Pod](ctx, uf, cache.InformerForOptions[*corev1.Pod]{})
+		pods, err := cache.InformerFor[corev1.Pod](uf, cache.InformerForOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		uf.Start(ctx)
+		go func() { _ = uf.Start(ctx) }()
 		// A deadline far beyond "seconds": the error must come from the
 		// server's answer, not from the deadline.
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -346,7 +347,8 @@ func TestInformersAgainstAServer(t *testing.T) {
 	})
 
 	f.Shutdown()
-	if _, err := cache.InformerFor[corev1.ConfigMap](ctx, f, cache.InformerForOptions[*corev1.ConfigMap]{}); !errors.Is(err, cache.ErrFactoryShutdown) {
+	untransformed.Shutdown()
+	if _, err := cache.InformerFor[corev1.ConfigMap](f, cache.InformerForOptions{}); !errors.Is(err, cache.ErrFactoryShutdown) {
 		t.Errorf("InformerFor after Shutdown: %v", err)
 	}
 	// The informers' watches are closed, but an HTTP/2 connection

@@ -26,6 +26,10 @@ type ListerWatcher[T any] interface {
 // ListWatchOptions narrow what [ListWatch] lists and watches. The zero
 // value means everything the client sees.
 type ListWatchOptions struct {
+	// Namespace, for a namespaced resource, lists and watches one
+	// namespace only; it is ignored for a cluster-scoped resource, so one
+	// setting serves both. Default "": the client's namespace, if any.
+	Namespace string
 	// LabelSelector and FieldSelector filter objects on the server.
 	LabelSelector string
 	FieldSelector string
@@ -52,12 +56,41 @@ func (lw clientLW[T]) with(o metav1.ListOptions) metav1.ListOptions {
 	return o
 }
 
+// Resource returns the client's resource.
+func (lw clientLW[T]) Resource(ctx context.Context) (client.Resource, error) {
+	return lw.c.Resource(ctx)
+}
+
+// client returns the client scoped to opts.Namespace when the resource is
+// namespaced.
+func (lw clientLW[T]) client(ctx context.Context) (*client.Client[T], error) {
+	if lw.opts.Namespace == "" {
+		return lw.c, nil
+	}
+	res, err := lw.c.Resource(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Namespaced {
+		return lw.c, nil
+	}
+	return lw.c.Namespace(lw.opts.Namespace), nil
+}
+
 func (lw clientLW[T]) List(ctx context.Context, o metav1.ListOptions) (*client.List[T], error) {
-	return lw.c.List(ctx, lw.with(o))
+	c, err := lw.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.List(ctx, lw.with(o))
 }
 
 func (lw clientLW[T]) Watch(ctx context.Context, o metav1.ListOptions) (Watch[T], error) {
-	w, err := lw.c.Watch(ctx, lw.with(o))
+	c, err := lw.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w, err := c.Watch(ctx, lw.with(o))
 	if err != nil {
 		return nil, err
 	}

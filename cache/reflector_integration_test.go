@@ -49,7 +49,7 @@ func TestReflectorFollowsTheServerThroughFaults(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	rc := restFor(t, env)
 	ctx := t.Context()
-	cms, err := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,15 +15,15 @@ import (
 )
 
 // Client reads and writes one resource on the API server. Every call is a
-// request to the server; for reads from an informer cache, use a lister.
+// request to the server; for reads from an informer cache, use a lister or
+// a cache.CachedClient.
 //
 // A Client is immutable and safe for concurrent use. Namespace returns a
 // copy scoped to a namespace.
 type Client[T Object] struct {
 	rc       *rest.Client
-	res      Resource
+	res      *binding // where the objects live; shared by the copies Namespace makes
 	ns       string
-	err      error // a misuse recorded by Namespace, returned by every call
 	newObj   func() T
 	shallow  func(T) T // a shallow copy
 	watch    func(ctx context.Context, r *rest.Request) (*rest.Watcher[T], error)
@@ -33,21 +33,26 @@ type Client[T Object] struct {
 // For returns a client for objects of type E, such as corev1.Pod
 // (client.For[corev1.Pod]), unstructured.Unstructured (with
 // Options.Resource) or metav1.PartialObjectMetadata (with Options.Resource).
-// It fails with an *UnknownTypeError when it cannot tell where the objects
-// live. ctx bounds the Mapper lookup for custom types; built-in types need
-// no request.
+//
+// It makes no request: the resource of a custom type is looked up with
+// Options.Mapper by the first call that needs it (and again after a failed
+// lookup), so a client can be made before its CRD is installed. For fails
+// with an *UnknownTypeError only when it cannot tell where the objects
+// live even in principle: an unstructured or metadata type without
+// Options.Resource, or a custom type missing from Options.Scheme, or with
+// neither Options.Mapper nor Options.Resource.
 func For[E any, T interface {
 	*E
 	Object
-}](ctx context.Context, rc *rest.Client, opts Options) (*Client[T], error) {
-	res, err := resolve[E](ctx, opts)
+}](rc *rest.Client, opts Options) (*Client[T], error) {
+	b, err := bind[E](opts)
 	if err != nil {
 		return nil, err
 	}
 	_, metadata := any(T(new(E))).(*metav1.PartialObjectMetadata)
 	return &Client[T]{
 		rc:       rc,
-		res:      res,
+		res:      b,
 		newObj:   func() T { return T(new(E)) },
 		shallow:  func(o T) T { cp := *o; return T(&cp) },
 		watch:    rest.Watch[E, T],
@@ -55,8 +60,19 @@ func For[E any, T interface {
 	}, nil
 }
 
-// Resource returns where the client's objects live.
-func (c *Client[T]) Resource() Resource { return c.res }
+// Resource returns where the client's objects live, looking it up first
+// for a custom type not looked up yet.
+func (c *Client[T]) Resource(ctx context.Context) (Resource, error) {
+	return c.res.get(ctx)
+}
+
+// KnownResource returns where the client's objects live if that is known
+// without a lookup: for built-in types, and types given a Resource.
+func (c *Client[T]) KnownResource() (Resource, bool) {
+	c.res.mu.Lock()
+	defer c.res.mu.Unlock()
+	return c.res.res, c.res.ok
+}
 
 // Namespace returns a copy of the client scoped to namespace ns. For a
 // namespaced resource, "" means all namespaces (for List, Watch and
@@ -65,18 +81,28 @@ func (c *Client[T]) Resource() Resource { return c.res }
 func (c *Client[T]) Namespace(ns string) *Client[T] {
 	cp := *c
 	cp.ns = ns
-	if !c.res.Namespaced && ns != "" {
-		cp.err = fmt.Errorf("client: %s is cluster-scoped; Namespace(%q) does not apply", c.res.Resource.GroupResource(), ns)
-	}
 	return &cp
+}
+
+// resource returns the client's resource for a call: looked up if need
+// be, and checked against the client's namespace.
+func (c *Client[T]) resource(ctx context.Context) (Resource, error) {
+	res, err := c.res.get(ctx)
+	if err != nil {
+		return Resource{}, err
+	}
+	if !res.Namespaced && c.ns != "" {
+		return Resource{}, fmt.Errorf("client: %s is cluster-scoped; Namespace(%q) does not apply", res.Resource.GroupResource(), c.ns)
+	}
+	return res, nil
 }
 
 // req starts a request for the resource, in namespace ns. A metadata-only
 // client asks for PartialObjectMetadata (as = "PartialObjectMetadata", or
 // "PartialObjectMetadataList" for lists).
-func (c *Client[T]) req(r *rest.Request, ns, as string) *rest.Request {
-	r = r.Group(c.res.Resource.Group).Version(c.res.Resource.Version).Resource(c.res.Resource.Resource)
-	if c.res.Namespaced && ns != "" {
+func (c *Client[T]) req(r *rest.Request, res Resource, ns, as string) *rest.Request {
+	r = r.Group(res.Resource.Group).Version(res.Resource.Version).Resource(res.Resource.Resource)
+	if res.Namespaced && ns != "" {
 		r = r.Namespace(ns)
 	}
 	if c.metadata {
@@ -99,39 +125,43 @@ func metadataAccept(rc *rest.Client, as string) string {
 	return j
 }
 
-// named checks that a call on one object has the namespace it needs.
-func (c *Client[T]) named(verb, name string) (string, error) {
-	if c.err != nil {
-		return "", c.err
+// named returns the resource and namespace for a call on the object
+// named name, checking that it has the namespace it needs.
+func (c *Client[T]) named(ctx context.Context, verb, name string) (Resource, string, error) {
+	res, err := c.resource(ctx)
+	if err != nil {
+		return res, "", err
 	}
 	if name == "" {
-		return "", fmt.Errorf("client: %s %s: empty name", verb, c.res.Resource.GroupResource())
+		return res, "", fmt.Errorf("client: %s %s: empty name", verb, res.Resource.GroupResource())
 	}
-	if c.res.Namespaced && c.ns == "" {
-		return "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (use Namespace)", verb, c.res.Resource.GroupResource(), name)
+	if res.Namespaced && c.ns == "" {
+		return res, "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (use Namespace)", verb, res.Resource.GroupResource(), name)
 	}
-	return c.ns, nil
+	return res, c.ns, nil
 }
 
-// objectNamespace picks the namespace for writing obj: the client's, or
-// the object's when the client has none. They must agree.
-func (c *Client[T]) objectNamespace(verb string, obj T) (string, error) {
-	if c.err != nil {
-		return "", c.err
+// objectNamespace returns the resource and the namespace for writing obj:
+// the client's, or the object's when the client has none. They must
+// agree.
+func (c *Client[T]) objectNamespace(ctx context.Context, verb string, obj T) (Resource, string, error) {
+	res, err := c.resource(ctx)
+	if err != nil {
+		return res, "", err
 	}
-	if !c.res.Namespaced {
-		return "", nil
+	if !res.Namespaced {
+		return res, "", nil
 	}
 	ns := obj.GetNamespace()
 	switch {
 	case c.ns == "" && ns == "":
-		return "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (set it on the object or use Namespace)", verb, c.res.Resource.GroupResource(), obj.GetName())
+		return res, "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (set it on the object or use Namespace)", verb, res.Resource.GroupResource(), obj.GetName())
 	case c.ns != "" && ns != "" && ns != c.ns:
-		return "", fmt.Errorf("client: %s %s %q: object is in namespace %q but the client in %q", verb, c.res.Resource.GroupResource(), obj.GetName(), ns, c.ns)
+		return res, "", fmt.Errorf("client: %s %s %q: object is in namespace %q but the client in %q", verb, res.Resource.GroupResource(), obj.GetName(), ns, c.ns)
 	case ns == "":
-		return c.ns, nil
+		return res, c.ns, nil
 	}
-	return ns, nil
+	return res, ns, nil
 }
 
 // body returns obj with its apiVersion and kind set, so that it can be
@@ -139,8 +169,8 @@ func (c *Client[T]) objectNamespace(verb string, obj T) (string, error) {
 // may be shared, for example from a cache): an object that lacks them is
 // copied first, shallowly for typed objects, deeply for unstructured ones,
 // whose kind lives in the same map as their content.
-func (c *Client[T]) body(obj T) T {
-	if obj.GetObjectKind().GroupVersionKind() == c.res.Kind {
+func (c *Client[T]) body(obj T, res Resource) T {
+	if obj.GetObjectKind().GroupVersionKind() == res.Kind {
 		return obj
 	}
 	var cp T
@@ -149,19 +179,19 @@ func (c *Client[T]) body(obj T) T {
 	} else {
 		cp = c.shallow(obj)
 	}
-	cp.GetObjectKind().SetGroupVersionKind(c.res.Kind)
+	cp.GetObjectKind().SetGroupVersionKind(res.Kind)
 	return cp
 }
 
 // Get returns the named object.
 func (c *Client[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
 	var zero T
-	ns, err := c.named("get", name)
+	res, ns, err := c.named(ctx, "get", name)
 	if err != nil {
 		return zero, err
 	}
 	obj := c.newObj()
-	if err := c.req(c.rc.Get(), ns, asObject).Name(name).Options(&opts).Do(ctx, obj); err != nil {
+	if err := c.req(c.rc.Get(), res, ns, asObject).Name(name).Options(&opts).Do(ctx, obj); err != nil {
 		return zero, err
 	}
 	return obj, nil
@@ -182,16 +212,26 @@ func (c *Client[T]) GetOptional(ctx context.Context, name string, opts metav1.Ge
 // at most Limit with a continue token in the list's metadata (see
 // [Client.ListAll] to walk the pages).
 func (c *Client[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T], error) {
-	if c.err != nil {
-		return nil, c.err
+	res, err := c.resource(ctx)
+	if err != nil {
+		return nil, err
 	}
 	l := &List[T]{newItem: c.newObj}
 	var into any = l
 	if ul, ok := any(l).(*List[*unstructured.Unstructured]); ok {
 		into = &unstructuredList{ul}
 	}
-	if err := c.req(c.rc.Get(), c.ns, asList).Options(&opts).Do(ctx, into); err != nil {
+	if err := c.req(c.rc.Get(), res, c.ns, asList).Options(&opts).Do(ctx, into); err != nil {
 		return nil, err
+	}
+	if !c.metadata {
+		// The items of a list come without apiVersion and kind; give them
+		// the ones objects that come alone (a Get, a watch event) have.
+		for _, item := range l.Items {
+			if item.GetObjectKind().GroupVersionKind().Kind == "" {
+				item.GetObjectKind().SetGroupVersionKind(res.Kind)
+			}
+		}
 	}
 	return l, nil
 }
@@ -200,23 +240,24 @@ func (c *Client[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T]
 // opts.ResourceVersion to the resourceVersion of a List to see every change
 // after it, and opts.AllowWatchBookmarks for bookmarks.
 func (c *Client[T]) Watch(ctx context.Context, opts metav1.ListOptions) (*rest.Watcher[T], error) {
-	if c.err != nil {
-		return nil, c.err
+	res, err := c.resource(ctx)
+	if err != nil {
+		return nil, err
 	}
 	opts.Watch = false // rest.Watch sets watch=true itself
-	return c.watch(ctx, c.req(c.rc.Get(), c.ns, asObject).Options(&opts))
+	return c.watch(ctx, c.req(c.rc.Get(), res, c.ns, asObject).Options(&opts))
 }
 
 // Create creates obj in the client's namespace (or the object's, when the
 // client has none) and returns the object as stored.
 func (c *Client[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
 	var zero T
-	ns, err := c.objectNamespace("create", obj)
+	res, ns, err := c.objectNamespace(ctx, "create", obj)
 	if err != nil {
 		return zero, err
 	}
 	out := c.newObj()
-	if err := c.req(c.rc.Post(), ns, asObject).Options(&opts).Body(c.body(obj)).Do(ctx, out); err != nil {
+	if err := c.req(c.rc.Post(), res, ns, asObject).Options(&opts).Body(c.body(obj, res)).Do(ctx, out); err != nil {
 		return zero, err
 	}
 	return out, nil
@@ -238,19 +279,19 @@ func (c *Client[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateO
 
 func (c *Client[T]) update(ctx context.Context, obj T, opts metav1.UpdateOptions, sub string) (T, error) {
 	var zero T
-	ns, err := c.objectNamespace("update", obj)
+	res, ns, err := c.objectNamespace(ctx, "update", obj)
 	if err != nil {
 		return zero, err
 	}
 	if obj.GetName() == "" {
-		return zero, fmt.Errorf("client: update %s: object has no name", c.res.Resource.GroupResource())
+		return zero, fmt.Errorf("client: update %s: object has no name", res.Resource.GroupResource())
 	}
-	r := c.req(c.rc.Put(), ns, asObject).Name(obj.GetName())
+	r := c.req(c.rc.Put(), res, ns, asObject).Name(obj.GetName())
 	if sub != "" {
 		r = r.SubResource(sub)
 	}
 	out := c.newObj()
-	if err := r.Options(&opts).Body(c.body(obj)).Do(ctx, out); err != nil {
+	if err := r.Options(&opts).Body(c.body(obj, res)).Do(ctx, out); err != nil {
 		return zero, err
 	}
 	return out, nil
@@ -262,11 +303,11 @@ func (c *Client[T]) update(ctx context.Context, obj T, opts metav1.UpdateOptions
 // ApplyPatchType (server-side apply; see also [Client.Apply]).
 func (c *Client[T]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
 	var zero T
-	ns, err := c.named("patch", name)
+	res, ns, err := c.named(ctx, "patch", name)
 	if err != nil {
 		return zero, err
 	}
-	r := c.req(c.rc.Patch(string(pt)), ns, asObject).Name(name)
+	r := c.req(c.rc.Patch(string(pt)), res, ns, asObject).Name(name)
 	if len(subresources) > 0 {
 		r = r.SubResource(subresources...)
 	}
@@ -313,13 +354,13 @@ func (c *Client[T]) apply(ctx context.Context, obj T, opts ApplyOptions, sub ...
 	if opts.FieldManager == "" {
 		return zero, ErrNoFieldManager
 	}
-	ns, err := c.objectNamespace("apply", obj)
+	res, ns, err := c.objectNamespace(ctx, "apply", obj)
 	if err != nil {
 		return zero, err
 	}
-	data, err := json.Marshal(c.body(obj))
+	data, err := json.Marshal(c.body(obj, res))
 	if err != nil {
-		return zero, fmt.Errorf("client: apply %s %q: %w", c.res.Resource.GroupResource(), obj.GetName(), err)
+		return zero, fmt.Errorf("client: apply %s %q: %w", res.Resource.GroupResource(), obj.GetName(), err)
 	}
 	po := metav1.PatchOptions{FieldManager: opts.FieldManager}
 	if opts.Force {
@@ -339,19 +380,20 @@ func (c *Client[T]) apply(ctx context.Context, obj T, opts ApplyOptions, sub ...
 // the delete conditional on a UID or resourceVersion, and
 // opts.GracePeriodSeconds overrides the grace period.
 func (c *Client[T]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	ns, err := c.named("delete", name)
+	res, ns, err := c.named(ctx, "delete", name)
 	if err != nil {
 		return err
 	}
-	return c.req(c.rc.Delete(), ns, asObject).Name(name).Body(&opts).Do(ctx, nil)
+	return c.req(c.rc.Delete(), res, ns, asObject).Name(name).Body(&opts).Do(ctx, nil)
 }
 
 // DeleteCollection deletes every object the list options select, in the
 // client's namespace (all namespaces when it has none, for namespaced
 // resources).
 func (c *Client[T]) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	if c.err != nil {
-		return c.err
+	res, err := c.resource(ctx)
+	if err != nil {
+		return err
 	}
-	return c.req(c.rc.Delete(), c.ns, asObject).Options(&listOpts).Body(&opts).Do(ctx, nil)
+	return c.req(c.rc.Delete(), res, c.ns, asObject).Options(&listOpts).Body(&opts).Do(ctx, nil)
 }

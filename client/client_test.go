@@ -23,7 +23,7 @@ import (
 // namespace creates a namespace for one test and deletes it afterwards.
 func namespace(t *testing.T, rc *rest.Client) string {
 	t.Helper()
-	nss, err := client.For[corev1.Namespace](t.Context(), rc, client.Options{})
+	nss, err := client.For[corev1.Namespace](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func namespace(t *testing.T, rc *rest.Client) string {
 	t.Cleanup(func() { _ = nss.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	// kube-controller-manager gives every new namespace a "default" service
 	// account, which pods need; wait for it.
-	sas, _ := client.For[corev1.ServiceAccount](t.Context(), rc, client.Options{})
+	sas, _ := client.For[corev1.ServiceAccount](rc, client.Options{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for {
@@ -69,7 +69,7 @@ func TestCRUDTyped(t *testing.T) {
 			ns := namespace(t, rc)
 			ctx := t.Context()
 
-			pods, err := client.For[corev1.Pod](ctx, rc, client.Options{})
+			pods, err := client.For[corev1.Pod](rc, client.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestCRUDTyped(t *testing.T) {
 				t.Fatalf("get after delete: %v", err)
 			}
 
-			cms, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+			cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 			cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: ns}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 			if err != nil || cm.Data["k"] != "v" {
 				t.Fatalf("configmap create (namespace from the object): %v %v", cm, err)
@@ -116,7 +116,7 @@ func TestCRUDTyped(t *testing.T) {
 				t.Fatalf("get without namespace: %v", err)
 			}
 
-			deploys, _ := client.For[appsv1.Deployment](ctx, rc, client.Options{})
+			deploys, _ := client.For[appsv1.Deployment](rc, client.Options{})
 			d, err := deploys.Namespace(ns).Create(ctx, &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Name: "d1"},
 				Spec: appsv1.DeploymentSpec{Replicas: new(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "d1"}},
@@ -125,7 +125,7 @@ func TestCRUDTyped(t *testing.T) {
 			if err != nil || *d.Spec.Replicas != 2 {
 				t.Fatalf("deployment: %v %v", d, err)
 			}
-			nodes, _ := client.For[corev1.Node](ctx, rc, client.Options{})
+			nodes, _ := client.For[corev1.Node](rc, client.Options{})
 			if _, err := nodes.Namespace("x").List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), "cluster-scoped") {
 				t.Fatalf("namespace on a cluster-scoped resource: %v", err)
 			}
@@ -136,8 +136,8 @@ func TestCRUDTyped(t *testing.T) {
 func TestProtobufAndJSONAgree(t *testing.T) {
 	rcJ, rcP := newREST(t, rest.JSON), newREST(t, rest.Protobuf)
 	ns := namespace(t, rcJ)
-	pj, _ := client.For[corev1.Pod](t.Context(), rcJ, client.Options{})
-	pp, _ := client.For[corev1.Pod](t.Context(), rcP, client.Options{})
+	pj, _ := client.For[corev1.Pod](rcJ, client.Options{})
+	pp, _ := client.For[corev1.Pod](rcP, client.Options{})
 	spec := podSpec()
 	if _, err := pj.Namespace(ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "same", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"x": "y"}}, Spec: spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestProtobufAndJSONAgree(t *testing.T) {
 func TestConflictThenRetry(t *testing.T) {
 	rc := newREST(t, rest.Protobuf)
 	ns := namespace(t, rc)
-	cms, _ := client.For[corev1.ConfigMap](t.Context(), rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
 	orig, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "counter"}, Data: map[string]string{"n": "0"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -250,7 +250,7 @@ func TestPatchKinds(t *testing.T) {
 	rc := newREST(t, rest.Protobuf)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	deploys, _ := client.For[appsv1.Deployment](ctx, rc, client.Options{})
+	deploys, _ := client.For[appsv1.Deployment](rc, client.Options{})
 	deploys = deploys.Namespace(ns)
 	_, err := deploys.Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"a": "1"}},
@@ -302,7 +302,7 @@ func TestPatchKinds(t *testing.T) {
 	}
 
 	t.Run("server-side apply", func(t *testing.T) {
-		cms, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+		cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 		cms = cms.Namespace(ns)
 		mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "applied"}, Data: map[string]string{"owner": "alice", "a": "1"}}
 		if _, err := cms.Apply(ctx, mine, client.ApplyOptions{FieldManager: "alice"}); err != nil {
@@ -341,7 +341,7 @@ func TestDeleteCollectionAndPreconditions(t *testing.T) {
 	rc := newREST(t, rest.JSON)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	cms, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
 	for i := range 6 {
 		group := "keep"
@@ -383,7 +383,7 @@ func TestDeleteCollectionAndPreconditions(t *testing.T) {
 
 func TestUnknownTypes(t *testing.T) {
 	rc := newREST(t, rest.JSON)
-	_, err := client.For[struct{ corev1.Pod }](t.Context(), rc, client.Options{})
+	_, err := client.For[struct{ corev1.Pod }](rc, client.Options{})
 	var ute *client.UnknownTypeError
 	if !errors.As(err, &ute) {
 		t.Fatalf("want *UnknownTypeError, got %v", err)

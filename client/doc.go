@@ -7,19 +7,19 @@
 // # Getting started
 //
 //	rc, _ := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
-//	pods, err := client.For[corev1.Pod](ctx, rc, client.Options{})
+//	pods, err := client.For[corev1.Pod](rc, client.Options{})
 //	pod, err := pods.Namespace("default").Get(ctx, "web-0", metav1.GetOptions{})
 //
 // The dynamic client is the same type with unstructured objects, told which
 // resource to use (the Mapper from package discovery finds it by name):
 //
 //	m, _ := mapper.ResourceFor(ctx, "widgets.example.com")
-//	widgets, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: m})
+//	widgets, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: m})
 //
 // And the metadata-only client, for caches that need names, labels and
 // owners but not whole objects:
 //
-//	metas, _ := client.For[metav1.PartialObjectMetadata](ctx, rc, client.Options{Resource: m})
+//	metas, _ := client.For[metav1.PartialObjectMetadata](rc, client.Options{Resource: m})
 //
 // # Live reads only
 //

@@ -48,7 +48,7 @@ const fooCRD = `{
 // client and waits until it is Established.
 func installFoo(t *testing.T, rc *rest.Client) {
 	t.Helper()
-	crds, err := client.For[unstructured.Unstructured](t.Context(), rc, client.Options{Resource: crdResource})
+	crds, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: crdResource})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestDynamicCRUDOnCRD(t *testing.T) {
 	installFoo(t, rc)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	foos, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: fooResource})
+	foos, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: fooResource})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestStatusSubresourceSeparatesSpecAndStatus(t *testing.T) {
 	installFoo(t, rc)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	foos, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: fooResource})
+	foos, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: fooResource})
 	foos = foos.Namespace(ns)
 	f, err := foos.Create(ctx, foo("s", 1, "red"), metav1.CreateOptions{})
 	if err != nil {
@@ -203,7 +203,7 @@ func TestScaleClient(t *testing.T) {
 	installFoo(t, rc)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	foos, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: fooResource})
+	foos, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: fooResource})
 	if _, err := foos.Namespace(ns).Create(ctx, foo("scaled", 1, "red"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestDynamicListOfBuiltinResource(t *testing.T) {
 		Kind:       schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 		Namespaced: true,
 	}
-	cms, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: cmRes})
+	cms, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: cmRes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestPropagationPolicies(t *testing.T) {
 	rc := newREST(t, rest.Protobuf)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	cms, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
 
 	t.Run("foreground deletes dependents before the owner", func(t *testing.T) {

@@ -17,7 +17,7 @@ func isConflict(err error) bool      { return apierrors.IsConflict(err) }
 
 func deployWeb(t *testing.T, rc *rest.Client, ns, name string, replicas int32) *appsv1.Deployment {
 	t.Helper()
-	deploys, err := client.For[appsv1.Deployment](t.Context(), rc, client.Options{})
+	deploys, err := client.For[appsv1.Deployment](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestPagingWithExpiredContinueToken(t *testing.T) {
 	rc := newREST(t, rest.Protobuf)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	cms, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
 	// Only our objects count: kube-controller-manager adds kube-root-ca.crt
 	// to every namespace, at a time of its choosing.
@@ -116,9 +116,9 @@ func TestWatchAndMetadataClient(t *testing.T) {
 	rc := newREST(t, rest.Protobuf)
 	ns := namespace(t, rc)
 	ctx := t.Context()
-	cms, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
-	metas, err := client.For[metav1.PartialObjectMetadata](ctx, rc, client.Options{Resource: client.Resource{
+	metas, err := client.For[metav1.PartialObjectMetadata](rc, client.Options{Resource: client.Resource{
 		Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestPodLogs(t *testing.T) {
 	if err := shared.Env(t).AppendPodLog("first", "second"); err != nil {
 		t.Fatal(err)
 	}
-	pods, _ := client.For[corev1.Pod](ctx, rc, client.Options{})
+	pods, _ := client.For[corev1.Pod](rc, client.Options{})
 	pods = pods.Namespace(ns)
 	spec := podSpec()
 	spec.NodeName = "" // scheduled onto the fake node, where kwok runs it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,39 +58,62 @@ func (e *UnknownTypeError) Error() string {
 	return fmt.Sprintf("client: no resource known for %v: %s", e.Type, e.Reason)
 }
 
-// resolve finds the resource for E.
-func resolve[E any](ctx context.Context, opts Options) (Resource, error) {
+// binding is where a client's objects live: known from the start, or
+// looked up with a Mapper when first needed.
+type binding struct {
+	mapper Mapper
+	gvk    schema.GroupVersionKind // what to look up
+
+	mu  sync.Mutex
+	res Resource
+	ok  bool
+}
+
+// get returns the resource, looking it up if need be. A failed lookup is
+// not kept: the next call tries again (the CRD may be installed by then).
+func (b *binding) get(ctx context.Context) (Resource, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ok {
+		return b.res, nil
+	}
+	m, err := b.mapper.RESTMapping(ctx, b.gvk.GroupKind(), b.gvk.Version)
+	if err != nil {
+		return Resource{}, fmt.Errorf("client: resource for %v: %w", b.gvk, err)
+	}
+	b.res, b.ok = m, true
+	return m, nil
+}
+
+// bind finds where objects of type E live, or how to find out.
+func bind[E any](opts Options) (*binding, error) {
 	if opts.Resource.Resource.Resource != "" {
-		return opts.Resource, nil
+		return &binding{res: opts.Resource, ok: true}, nil
 	}
 	t := reflect.TypeFor[E]()
 	switch any(new(E)).(type) {
 	case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
-		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "set Options.Resource (for example from discovery.Mapper.ResourceFor)"}
+		return nil, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "set Options.Resource (for example from discovery.Mapper.ResourceFor)"}
 	}
 	if r, ok := builtins[t]; ok {
-		return r, nil
+		return &binding{res: r, ok: true}, nil
 	}
 	if opts.Scheme == nil {
-		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "not a built-in type; set Options.Scheme (and Options.Mapper or Options.Resource)"}
+		return nil, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "not a built-in type; set Options.Scheme (and Options.Mapper or Options.Resource)"}
 	}
 	obj, ok := any(new(E)).(runtime.Object)
 	if !ok {
-		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "not a runtime.Object"}
+		return nil, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: "not a runtime.Object"}
 	}
 	gvks, _, err := opts.Scheme.ObjectKinds(obj)
 	if err != nil {
-		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: err.Error()}
+		return nil, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: err.Error()}
 	}
 	gvk := gvks[0]
 	if opts.Mapper == nil {
-		return Resource{}, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: fmt.Sprintf("kind %v is not built in; set Options.Mapper or Options.Resource", gvk)}
+		return nil, &UnknownTypeError{Type: reflect.PointerTo(t), Reason: fmt.Sprintf("kind %v is not built in; set Options.Mapper or Options.Resource", gvk)}
 	}
-	m, err := opts.Mapper.RESTMapping(ctx, gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return Resource{}, fmt.Errorf("client: resource for %v: %w", gvk, err)
-	}
-	return m, nil
+	return &binding{mapper: opts.Mapper, gvk: gvk}, nil
 }
 
 // KindOf returns the group, version and kind of obj: from its own

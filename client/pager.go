@@ -36,7 +36,7 @@ func (c *Client[T]) Pages(ctx context.Context, opts metav1.ListOptions, restart 
 				full.Limit, full.Continue = 0, ""
 				page, err := c.List(ctx, full)
 				if err != nil {
-					return fmt.Errorf("client: list %s after the continue token expired: %w", c.res.Resource.GroupResource(), err)
+					return fmt.Errorf("client: list after the continue token expired: %w", err)
 				}
 				return fn(page)
 			}

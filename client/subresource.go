@@ -13,7 +13,7 @@ import (
 // Evict asks the API server to evict the named pod, honouring its
 // PodDisruptionBudgets: a budget that forbids it now fails with 429.
 func Evict(ctx context.Context, pods *Client[*corev1.Pod], name string, opts metav1.DeleteOptions) error {
-	ns, err := pods.named("evict", name)
+	res, ns, err := pods.named(ctx, "evict", name)
 	if err != nil {
 		return err
 	}
@@ -22,13 +22,13 @@ func Evict(ctx context.Context, pods *Client[*corev1.Pod], name string, opts met
 		ObjectMeta:    metav1.ObjectMeta{Name: name, Namespace: ns},
 		DeleteOptions: &opts,
 	}
-	return pods.req(pods.rc.Post(), ns, asObject).Name(name).SubResource("eviction").Body(ev).Do(ctx, nil)
+	return pods.req(pods.rc.Post(), res, ns, asObject).Name(name).SubResource("eviction").Body(ev).Do(ctx, nil)
 }
 
 // Bind assigns the named pod to a node, as a scheduler does, through the
 // pods/binding subresource.
 func Bind(ctx context.Context, pods *Client[*corev1.Pod], name, node string, opts metav1.CreateOptions) error {
-	ns, err := pods.named("bind", name)
+	res, ns, err := pods.named(ctx, "bind", name)
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func Bind(ctx context.Context, pods *Client[*corev1.Pod], name, node string, opt
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Target:     corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node},
 	}
-	return pods.req(pods.rc.Post(), ns, asObject).Name(name).SubResource("binding").Options(&opts).Body(b).Do(ctx, nil)
+	return pods.req(pods.rc.Post(), res, ns, asObject).Name(name).SubResource("binding").Options(&opts).Body(b).Do(ctx, nil)
 }
 
 // Logs streams the log of the named pod: one container (opts.Container,
@@ -46,11 +46,11 @@ func Bind(ctx context.Context, pods *Client[*corev1.Pod], name, node string, opt
 // previous instance (opts.Previous), with timestamps (opts.Timestamps). The
 // caller reads and closes the stream; cancelling ctx ends it.
 func Logs(ctx context.Context, pods *Client[*corev1.Pod], name string, opts corev1.PodLogOptions) (io.ReadCloser, error) {
-	ns, err := pods.named("logs", name)
+	res, ns, err := pods.named(ctx, "logs", name)
 	if err != nil {
 		return nil, err
 	}
-	rc, err := pods.req(pods.rc.Get(), ns, asObject).Name(name).SubResource("log").Options(&opts).Stream(ctx)
+	rc, err := pods.req(pods.rc.Get(), res, ns, asObject).Name(name).SubResource("log").Options(&opts).Stream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("client: logs of pod %s/%s: %w", ns, name, err)
 	}

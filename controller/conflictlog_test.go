@@ -52,15 +52,9 @@ func TestConflictLoggedAsRoutine(t *testing.T) {
 	defer rc.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	f := cache.NewFactory(cache.FactoryOptions{REST: rc})
-	defer f.Shutdown()
-	cms, err := cache.InformerFor[corev1.ConfigMap](ctx, f, cache.InformerForOptions[*corev1.ConfigMap]{Namespace: "default", LabelSelector: "conflict-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var calls atomic.Int32
 	done := make(chan struct{})
-	rec := controller.ReconcilerFunc(func(context.Context, controller.Request) (controller.Result, error) {
+	rec := func(context.Context, *corev1.ConfigMap) (controller.Result, error) {
 		switch calls.Add(1) {
 		case 1:
 			return controller.Result{}, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "a", nil)
@@ -70,16 +64,15 @@ func TestConflictLoggedAsRoutine(t *testing.T) {
 			close(done)
 		}
 		return controller.Result{}, nil
-	})
-	logs := &records{}
-	c := controller.New("conflicts", rec, controller.Options{Logger: slog.New(logs)})
-	if err := controller.For(c, cms); err != nil {
-		t.Fatal(err)
 	}
-	f.Start(ctx)
+	logs := &records{}
+	m := newTestManager(rc)
+	c := controller.New(m, rec, controller.Options{Name: "conflicts", Logger: slog.New(logs),
+		For: cache.InformerForOptions{Namespace: "default", LabelSelector: "conflict-test"}})
+	go func() { _ = m.f.Start(ctx) }()
 	errc := make(chan error, 1)
 	go func() { errc <- c.Start(ctx) }()
-	live, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	live, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	if _, err := live.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a",
 		Labels: map[string]string{"conflict-test": "1"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

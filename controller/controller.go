@@ -5,20 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/workqueue"
 )
 
 // Options configure [New]. The zero value is valid.
 type Options struct {
+	// Name names the controller in logs and metrics. Default: the
+	// lower-case name of the reconciled type, such as "foo".
+	Name string
+	// For chooses which objects of the reconciled type the controller's
+	// informer holds (namespace, selectors), and for
+	// *unstructured.Unstructured or *metav1.PartialObjectMetadata, their
+	// Resource (required then). Default: every object of the type.
+	For cache.InformerForOptions
 	// Workers is the number of keys reconciled in parallel. Zero means 1.
 	Workers int
 	// Timeout bounds each reconcile through its context. Zero means no
@@ -47,47 +59,143 @@ type Metrics interface {
 	ObserveReconcile(controller, outcome string, d time.Duration)
 }
 
-// Controller reconciles the keys its sources enqueue. Create it with New,
-// connect sources with For, Owns and Watches, then Start it (usually by
-// adding it to a manager). It is a runnable: Start blocks.
-type Controller struct {
-	name  string
-	rec   Reconciler
-	opts  Options
-	log   *slog.Logger
-	queue *workqueue.Queue[Request]
+// Manager is what a controller needs of the manager that runs it;
+// *manager.Manager implements it.
+type Manager interface {
+	// Factory is the shared informer factory the controller's informers
+	// come from.
+	Factory() *cache.Factory
+	// ControllerOptions are the manager's defaults for its controllers
+	// (metrics, logger); a controller's own Options fill the rest.
+	ControllerOptions() Options
+	// Add runs r with the manager: a controller adds itself.
+	Add(r interface{ Start(ctx context.Context) error }) error
+}
+
+// ReconcileFunc reconciles one object: it makes the world match obj, as
+// read from the controller's cache (see the package doc for the
+// contract). obj is shared with the cache: do not change it; DeepCopy it
+// to build a changed version to write.
+type ReconcileFunc[T client.Object] func(ctx context.Context, obj T) (Result, error)
+
+// Controller reconciles objects of type T: every change to one, or to
+// an object it owns ([Controller.Owns]) or that maps to it
+// ([Controller.Watches]), puts its key on a work queue, and workers call
+// the ReconcileFunc with the object as cached. Create it with [New],
+// which adds it to a manager.
+type Controller[T client.Object] struct {
+	name      string
+	reconcile ReconcileFunc[T]
+	opts      Options
+	log       *slog.Logger
+	queue     *workqueue.Queue[Request]
+	primary   *cache.Informer[T]
+	kind      schema.GroupVersionKind // T's, for owner references
 
 	mu      sync.Mutex
 	synced  []cache.Syncer // the sources' handler registrations
+	preds   []Predicate    // filter the primary objects' changes
+	err     error          // a construction error, returned by Start
 	started bool
 	ids     atomic.Uint64
 }
 
-// New returns a controller named name (used in logs and metrics) that
-// calls rec for each key.
-func New(name string, rec Reconciler, opts Options) *Controller {
+// New returns a controller that reconciles the objects of type T (as in
+// controller.New(mgr, r.Reconcile, controller.Options{}) with r.Reconcile a
+// func(context.Context, *v1.Foo) (controller.Result, error)), fed by mgr's
+// shared informer for T, and adds it to mgr. opts fills in what mgr's
+// ControllerOptions leave unset. Errors (an unknown type, a manager that
+// has started) are returned by Start, and so by the manager's Start.
+func New[E any, T interface {
+	*E
+	client.Object
+}](mgr Manager, reconcile ReconcileFunc[T], opts Options) *Controller[T] {
+	def := mgr.ControllerOptions()
+	if opts.Metrics == nil {
+		opts.Metrics = def.Metrics
+	}
+	if opts.QueueMetrics == nil {
+		opts.QueueMetrics = def.QueueMetrics
+	}
+	if opts.Logger == nil {
+		opts.Logger = def.Logger
+	}
+	c := newController(opts, reconcile, typeName[E]())
+	f := mgr.Factory()
+	var errs []error
+	if reconcile == nil {
+		errs = append(errs, errors.New("nil ReconcileFunc"))
+	}
+	inf, err := cache.InformerFor[E, T](f, opts.For)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		c.primary = inf
+		c.err = c.watch(inf, false, true, func(obj client.Object) []Request {
+			return []Request{{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+		}, nil)
+	}
+	if opts.For.Resource.Kind.Kind != "" {
+		c.kind = opts.For.Resource.Kind
+	} else if gvk, ok := client.KindOf(T(new(E)), f.ClientOptions().Scheme); ok {
+		c.kind = gvk
+	}
+	if err := mgr.Add(c); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(append(errs, c.err)...); err != nil {
+		c.err = fmt.Errorf("controller %s: %w", c.name, err)
+	}
+	return c
+}
+
+// typeName is the lower-case name of E, the default controller name.
+func typeName[E any]() string {
+	return strings.ToLower(reflect.TypeFor[E]().Name())
+}
+
+func newController[T client.Object](opts Options, reconcile ReconcileFunc[T], defName string) *Controller[T] {
 	if opts.Workers <= 0 {
 		opts.Workers = 1
+	}
+	if opts.Name == "" {
+		opts.Name = defName
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{
-		name: name, rec: rec, opts: opts, log: log.With("controller", name),
-		queue: workqueue.New(workqueue.Options[Request]{Name: name, RateLimiter: opts.RateLimiter, Metrics: opts.QueueMetrics}),
+	return &Controller[T]{
+		name: opts.Name, reconcile: reconcile, opts: opts, log: log.With("controller", opts.Name),
+		queue: workqueue.New(workqueue.Options[Request]{Name: opts.Name, RateLimiter: opts.RateLimiter, Metrics: opts.QueueMetrics}),
 	}
 }
 
 // Name returns the controller's name.
-func (c *Controller) Name() string { return c.name }
+func (c *Controller[T]) Name() string { return c.name }
+
+// Informer returns the informer of the reconciled objects.
+func (c *Controller[T]) Informer() *cache.Informer[T] { return c.primary }
 
 // Enqueue adds a key to the queue, as sources do. Keys enqueued several
 // times before a worker takes them are reconciled once.
-func (c *Controller) Enqueue(req Request) { c.queue.Add(req) }
+func (c *Controller[T]) Enqueue(req Request) { c.queue.Add(req) }
+
+// Filter drops the changes of the reconciled objects that do not pass
+// every one of preds (a change of an owned or watched object is filtered
+// by the predicates given to Owns or Watches). Call it before Start.
+func (c *Controller[T]) Filter(preds ...Predicate) *Controller[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		c.err = errors.Join(c.err, fmt.Errorf("controller %s: Filter after Start", c.name))
+	}
+	c.preds = append(c.preds, preds...)
+	return c
+}
 
 // addSource records a source's registration; Start waits for all of them.
-func (c *Controller) addSource(s cache.Syncer) error {
+func (c *Controller[T]) addSource(s cache.Syncer) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
@@ -98,13 +206,14 @@ func (c *Controller) addSource(s cache.Syncer) error {
 }
 
 // Start waits until every source has delivered its initial list, then runs
-// the workers until ctx ends. If a source cannot sync (its informer was
-// refused with Forbidden or Unauthorized, or its resource does not exist),
-// Start returns the cache.SyncError naming it at once, instead of waiting
-// forever. It then stops taking keys, waits for the
-// reconciles in progress (whose contexts are cancelled) and returns nil.
-// A controller starts once.
-func (c *Controller) Start(ctx context.Context) error {
+// the workers until ctx ends. It returns at once the error of a
+// construction step that failed (see New, Owns and Watches), or the
+// cache.SyncError of a source that cannot sync (its informer was refused
+// with Forbidden or Unauthorized, or its resource does not exist),
+// instead of waiting forever. Otherwise, when ctx ends, it stops taking
+// keys, waits for the reconciles in progress (whose contexts are
+// cancelled) and returns nil. A controller starts once.
+func (c *Controller[T]) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if c.started {
 		c.mu.Unlock()
@@ -112,7 +221,11 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	c.started = true
 	synced := append([]cache.Syncer(nil), c.synced...)
+	err := c.err
 	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 
 	defer c.queue.ShutDown()
 	if err := cache.WaitForCacheSync(ctx, synced...); err != nil {
@@ -124,12 +237,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.log.Info("starting workers", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	for range c.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for c.next(ctx) {
 			}
-		}()
+		})
 	}
 	<-ctx.Done()
 	c.queue.ShutDown()
@@ -139,7 +250,7 @@ func (c *Controller) Start(ctx context.Context) error {
 }
 
 // next reconciles one key; false when the queue has shut down.
-func (c *Controller) next(ctx context.Context) bool {
+func (c *Controller[T]) next(ctx context.Context) bool {
 	req, ok := c.queue.Get()
 	if !ok {
 		return false
@@ -151,7 +262,7 @@ func (c *Controller) next(ctx context.Context) bool {
 	id := strconv.FormatUint(c.ids.Add(1), 36)
 	log := c.log.With("key", req.String(), "reconcileID", id)
 	start := time.Now()
-	res, err := c.reconcile(ctx, req, log)
+	res, err := c.call(ctx, req, log)
 	outcome := "success"
 	switch {
 	case err != nil && errors.Is(err, errPanic):
@@ -189,9 +300,13 @@ func (c *Controller) next(ctx context.Context) bool {
 
 var errPanic = errors.New("reconciler panicked")
 
-// reconcile calls the Reconciler with the timeout, turning a panic into an
-// error.
-func (c *Controller) reconcile(ctx context.Context, req Request, log *slog.Logger) (res Result, err error) {
+// call reconciles the cached object of req, if the cache still has it,
+// with the timeout, turning a panic into an error.
+func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger) (res Result, err error) {
+	obj, ok := c.primary.Lister().Namespace(req.Namespace).Get(req.Name)
+	if !ok {
+		return Result{}, nil // gone: nothing to reconcile (finalizers handle cleanup)
+	}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -203,8 +318,8 @@ func (c *Controller) reconcile(ctx context.Context, req Request, log *slog.Logge
 			err = fmt.Errorf("%w: %v", errPanic, p)
 		}
 	}()
-	return c.rec.Reconcile(ctx, req)
+	return c.reconcile(ctx, obj)
 }
 
 // NeedLeaderElection reports that a controller runs only on the leader.
-func (c *Controller) NeedLeaderElection() bool { return true }
+func (c *Controller[T]) NeedLeaderElection() bool { return true }

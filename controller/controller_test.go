@@ -18,6 +18,23 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
+// testManager is the least a controller needs to run: an informer
+// factory. The test starts the factory and the controller itself.
+type testManager struct {
+	f    *cache.Factory
+	opts controller.Options
+}
+
+func newTestManager(rc *rest.Client) *testManager {
+	return &testManager{f: cache.NewFactory(rc, cache.FactoryOptions{})}
+}
+
+func (m *testManager) Factory() *cache.Factory               { return m.f }
+func (m *testManager) ControllerOptions() controller.Options { return m.opts }
+func (m *testManager) Add(r interface {
+	Start(ctx context.Context) error
+}) error { return nil }
+
 // TestStartFailsFastWhenASourceIsForbidden: a controller whose informer
 // is refused by RBAC returns a typed error naming the informer, at once,
 // rather than waiting for a sync that never comes.
@@ -42,19 +59,11 @@ func TestStartFailsFastWhenASourceIsForbidden(t *testing.T) {
 	defer rc.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	f := cache.NewFactory(cache.FactoryOptions{REST: rc})
-	defer f.Shutdown()
-	pods, err := cache.InformerFor[corev1.Pod](ctx, f, cache.InformerForOptions[*corev1.Pod]{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := controller.New("forbidden", controller.ReconcilerFunc(func(context.Context, controller.Request) (controller.Result, error) {
+	m := newTestManager(rc)
+	c := controller.New(m, func(context.Context, *corev1.Pod) (controller.Result, error) {
 		return controller.Result{}, nil
-	}), controller.Options{})
-	if err := controller.For(c, pods); err != nil {
-		t.Fatal(err)
-	}
-	f.Start(ctx)
+	}, controller.Options{Name: "forbidden"})
+	go func() { _ = m.f.Start(ctx) }()
 	err = c.Start(ctx) // returns long before the five-minute context ends
 	var se *cache.SyncError
 	if !errors.As(err, &se) || !apierrors.IsForbidden(err) {

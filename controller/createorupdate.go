@@ -46,8 +46,9 @@ var ErrKeyChanged = errors.New("controller: mutate changed the object's name or 
 // CreateOrUpdate makes the object named by obj exist in the state mutate
 // gives it, with at most one read and one write:
 //
-//   - It reads the object named obj.GetName() (in obj's namespace when set,
-//     else the client's).
+//   - It reads the object with obj's namespace and name through c: from
+//     the cache, with the manager's cached clients (which read their own
+//     writes), so that an unchanged object costs no request at all.
 //   - If it does not exist, it calls mutate(obj) and creates obj:
 //     [OperationCreated].
 //   - If it exists, it copies the stored object into *obj, calls mutate(obj)
@@ -73,19 +74,18 @@ var ErrKeyChanged = errors.New("controller: mutate changed the object's name or 
 // sets. If another writer creates the object between the read and the
 // create, the create fails with 409 AlreadyExists (apierrors.IsAlreadyExists);
 // calling again updates it. obj needs a name (generateName is not
-// supported). When both obj and the client have a namespace, obj's is
-// used.
+// supported); a namespaced one needs its namespace.
 //
 // It is safe for concurrent use with different obj values.
 func CreateOrUpdate[E any, T interface {
 	*E
 	client.Object
-}](ctx context.Context, c *client.Client[T], obj T, mutate func(T) error) (OperationResult, error) {
-	sc, what, err := scope(c, obj, mutate, "create or update")
+}](ctx context.Context, c client.ReadWriter[T], obj T, mutate func(T) error) (OperationResult, error) {
+	what, err := check(c, obj, mutate, "create or update")
 	if err != nil {
 		return OperationUnchanged, err
 	}
-	cur, ok, err := sc.GetOptional(ctx, obj.GetName(), metav1.GetOptions{})
+	cur, ok, err := read(ctx, c, obj)
 	if err != nil {
 		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
 	}
@@ -93,7 +93,7 @@ func CreateOrUpdate[E any, T interface {
 		if err := mutateKeepingKey(obj, mutate, what); err != nil {
 			return OperationUnchanged, err
 		}
-		out, err := sc.Create(ctx, obj, metav1.CreateOptions{})
+		out, err := c.Create(ctx, obj, metav1.CreateOptions{})
 		if err != nil {
 			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
 		}
@@ -108,7 +108,7 @@ func CreateOrUpdate[E any, T interface {
 	if equality.Semantic.DeepEqual(before, runtime.Object(obj)) {
 		return OperationUnchanged, nil
 	}
-	out, err := sc.Update(ctx, obj, metav1.UpdateOptions{})
+	out, err := c.Update(ctx, obj, metav1.UpdateOptions{})
 	if err != nil {
 		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
 	}
@@ -146,12 +146,12 @@ func CreateOrUpdate[E any, T interface {
 func CreateOrPatch[E any, T interface {
 	*E
 	client.Object
-}](ctx context.Context, c *client.Client[T], obj T, mutate func(T) error) (OperationResult, error) {
-	sc, what, err := scope(c, obj, mutate, "create or patch")
+}](ctx context.Context, c client.ReadWriter[T], obj T, mutate func(T) error) (OperationResult, error) {
+	what, err := check(c, obj, mutate, "create or patch")
 	if err != nil {
 		return OperationUnchanged, err
 	}
-	cur, ok, err := sc.GetOptional(ctx, obj.GetName(), metav1.GetOptions{})
+	cur, ok, err := read(ctx, c, obj)
 	if err != nil {
 		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
 	}
@@ -173,11 +173,11 @@ func CreateOrPatch[E any, T interface {
 		// Everything mutate (or the caller) put in status is wanted.
 		afterStatus, _ := after["status"].(map[string]any)
 		statusPatch := mergeDiff(nil, afterStatus)
-		out, err := sc.Create(ctx, obj, metav1.CreateOptions{})
+		out, err := c.Create(ctx, obj, metav1.CreateOptions{})
 		if err != nil {
 			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
 		}
-		if out, err = patchStatusIfNeeded(ctx, sc, out, statusPatch); err != nil {
+		if out, err = patchStatusIfNeeded(ctx, c, out, statusPatch); err != nil {
 			// The object exists now; report that along with the error.
 			return OperationCreated, fmt.Errorf("%s: created, but writing its status: %w", what, err)
 		}
@@ -194,11 +194,11 @@ func CreateOrPatch[E any, T interface {
 	case len(patch) == 0 && len(statusPatch) == 0:
 		return OperationUnchanged, nil
 	case len(patch) == 0:
-		out, err := patchStatus(ctx, sc, obj.GetName(), statusPatch)
+		out, err := patchStatus(ctx, c, obj, statusPatch)
 		if apierrors.IsNotFound(err) {
 			// No status subresource (or the object is gone, which the
 			// patch below reports): status is part of the object.
-			out, err = patchMain(ctx, sc, obj.GetName(), map[string]any{"status": statusPatch})
+			out, err = patchMain(ctx, c, obj, map[string]any{"status": statusPatch})
 		}
 		if err != nil {
 			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
@@ -212,7 +212,7 @@ func CreateOrPatch[E any, T interface {
 	if len(statusPatch) > 0 {
 		patch["status"] = statusPatch
 	}
-	out, err := patchMain(ctx, sc, obj.GetName(), patch)
+	out, err := patchMain(ctx, c, obj, patch)
 	if err != nil {
 		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
 	}
@@ -220,27 +220,38 @@ func CreateOrPatch[E any, T interface {
 		*obj = *out
 		return OperationUpdated, nil
 	}
-	if out, err = patchStatusIfNeeded(ctx, sc, out, statusPatch); err != nil {
+	if out, err = patchStatusIfNeeded(ctx, c, out, statusPatch); err != nil {
 		return OperationUpdated, fmt.Errorf("%s: updated, but writing its status: %w", what, err)
 	}
 	*obj = *out
 	return OperationUpdatedStatus, nil
 }
 
-// scope checks the arguments and returns the client to use for obj, and
-// the prefix of error messages.
-func scope[T client.Object](c *client.Client[T], obj T, mutate func(T) error, verb string) (*client.Client[T], string, error) {
+// check checks the arguments and returns the prefix of error messages.
+func check[T client.Object](c client.ReadWriter[T], obj T, mutate func(T) error, verb string) (string, error) {
 	if c == nil || isNil(obj) || mutate == nil {
-		return nil, "", fmt.Errorf("controller: %s: nil client, object or mutate", verb)
+		return "", fmt.Errorf("controller: %s: nil client, object or mutate", verb)
 	}
-	what := fmt.Sprintf("controller: %s %s %q", verb, c.Resource().Resource.GroupResource(), objectName(obj))
+	what := fmt.Sprintf("controller: %s %T %q", verb, obj, objectName(obj))
 	if obj.GetName() == "" {
-		return nil, "", fmt.Errorf("%s: object has no name", what)
+		return "", fmt.Errorf("%s: object has no name", what)
 	}
-	if ns := obj.GetNamespace(); ns != "" {
-		c = c.Namespace(ns)
+	return what, nil
+}
+
+// read returns a deep copy of the stored object with obj's namespace and
+// name, and whether there is one. The copy is the caller's to change:
+// what a Reader returns may be shared with a cache.
+func read[T client.Object](ctx context.Context, c client.Reader[T], obj T) (T, bool, error) {
+	cur, err := c.Get(ctx, obj.GetNamespace(), obj.GetName())
+	if apierrors.IsNotFound(err) {
+		var zero T
+		return zero, false, nil
 	}
-	return c, what, nil
+	if err != nil {
+		return cur, false, err
+	}
+	return cur.DeepCopyObject().(T), true, nil
 }
 
 // mutateKeepingKey calls mutate(obj) and checks that it kept the name and
@@ -256,30 +267,30 @@ func mutateKeepingKey[T client.Object](obj T, mutate func(T) error, what string)
 	return nil
 }
 
-// patchMain merge-patches the named object.
-func patchMain[T client.Object](ctx context.Context, c *client.Client[T], name string, patch map[string]any) (T, error) {
+// patchMain merge-patches obj.
+func patchMain[T client.Object](ctx context.Context, c client.Writer[T], obj T, patch map[string]any) (T, error) {
 	data, err := json.Marshal(patch)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	return c.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+	return c.Patch(ctx, obj, types.MergePatchType, data, metav1.PatchOptions{})
 }
 
-// patchStatus merge-patches the named object's status subresource.
-func patchStatus[T client.Object](ctx context.Context, c *client.Client[T], name string, statusPatch map[string]any) (T, error) {
+// patchStatus merge-patches obj's status subresource.
+func patchStatus[T client.Object](ctx context.Context, c client.Writer[T], obj T, statusPatch map[string]any) (T, error) {
 	data, err := json.Marshal(map[string]any{"status": statusPatch})
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	return c.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
+	return c.Patch(ctx, obj, types.MergePatchType, data, metav1.PatchOptions{}, "status")
 }
 
 // patchStatusIfNeeded sends statusPatch to the status subresource of out
 // unless out's status already reflects it, and returns the object as
 // stored.
-func patchStatusIfNeeded[T client.Object](ctx context.Context, c *client.Client[T], out T, statusPatch map[string]any) (T, error) {
+func patchStatusIfNeeded[T client.Object](ctx context.Context, c client.Writer[T], out T, statusPatch map[string]any) (T, error) {
 	if len(statusPatch) == 0 {
 		return out, nil
 	}
@@ -290,7 +301,7 @@ func patchStatusIfNeeded[T client.Object](ctx context.Context, c *client.Client[
 	if status, _ := m["status"].(map[string]any); reflect.DeepEqual(applyMerge(status, statusPatch), normalize(status)) {
 		return out, nil
 	}
-	return patchStatus(ctx, c, out.GetName(), statusPatch)
+	return patchStatus(ctx, c, out, statusPatch)
 }
 
 // toMap returns obj as decoded JSON, numbers kept as written.

@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/client/clienttest"
 )
 
 // js decodes JSON the way toMap does.
@@ -92,22 +94,23 @@ func TestToMapKeepsNumbers(t *testing.T) {
 
 func TestCreateOrUpdateBadArguments(t *testing.T) {
 	ctx := t.Context()
-	cms, err := client.For[corev1.ConfigMap](ctx, nil, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cms := &clienttest.Recorder[*corev1.ConfigMap]{}
+	rw := struct {
+		client.Reader[*corev1.ConfigMap]
+		*clienttest.Recorder[*corev1.ConfigMap]
+	}{cache.StoreReader(cache.NewStore(cache.StoreOptions[*corev1.ConfigMap]{})), cms}
 	noop := func(*corev1.ConfigMap) error { return nil }
 	named := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	tests := []struct {
 		name   string
-		c      *client.Client[*corev1.ConfigMap]
+		c      client.ReadWriter[*corev1.ConfigMap]
 		obj    *corev1.ConfigMap
 		mutate func(*corev1.ConfigMap) error
 	}{
 		{"nil client", nil, named, noop},
-		{"nil object", cms, nil, noop},
-		{"nil mutate", cms, named, nil},
-		{"no name", cms, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", GenerateName: "c-"}}, noop},
+		{"nil object", rw, nil, noop},
+		{"nil mutate", rw, named, nil},
+		{"no name", rw, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", GenerateName: "c-"}}, noop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,7 +58,7 @@ func ExampleHasFinalizer() {
 func ExampleSetControllerReference() {
 	owner := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "6f1c"}}
 	owned := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-config"}}
-	if err := controller.SetControllerReference(owner, owned, nil); err != nil {
+	if err := controller.SetControllerReference(owner, owned); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -69,7 +69,7 @@ func ExampleSetControllerReference() {
 	// A second controller is refused.
 	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api", UID: "9a2e"}}
 	var ae *controller.AlreadyOwnedError
-	if err := controller.SetControllerReference(other, owned, nil); errors.As(err, &ae) {
+	if err := controller.SetControllerReference(other, owned); errors.As(err, &ae) {
 		fmt.Println("refused; controlled by", ae.Owner.Name)
 	}
 	// Output:
@@ -84,7 +84,7 @@ func ExampleSetOwnerReference() {
 	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "b", UID: "b1"}}
 	shared := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "shared"}}
 	for _, owner := range []*corev1.ConfigMap{a, b, a} { // a again: no duplicate
-		if err := controller.SetOwnerReference(owner, shared, nil); err != nil {
+		if err := controller.SetOwnerReference(owner, shared); err != nil {
 			fmt.Println(err)
 			return
 		}
@@ -130,11 +130,11 @@ func ExampleOwnerScopeError() {
 	clusterScoped := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "web-reader"}}
 	for _, owned := range []client.Object{elsewhere, clusterScoped} {
 		var se *controller.OwnerScopeError
-		err := controller.SetControllerReference(owner, owned, nil)
+		err := controller.SetControllerReference(owner, owned)
 		fmt.Println(errors.As(err, &se), err)
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "shop-admin", UID: "c1"}}
-	fmt.Println(controller.SetControllerReference(role, elsewhere, nil))
+	fmt.Println(controller.SetControllerReference(role, elsewhere))
 	// Output:
 	// true controller: Deployment shop/web cannot own billing/web-config: a namespaced owner owns only objects in its namespace
 	// true controller: Deployment shop/web cannot own cluster-scoped "web-reader": a namespaced owner owns only objects in its namespace
@@ -157,7 +157,7 @@ func exampleClient[E any, T interface {
 		var rc *rest.Client
 		if rc, err = rest.New(cfg, rest.Options{}); err == nil {
 			var c *client.Client[T]
-			if c, err = client.For[E, T](context.Background(), rc, client.Options{}); err == nil {
+			if c, err = client.For[E, T](rc, client.Options{}); err == nil {
 				return c.Namespace("default"), func() { rc.CloseIdleConnections(); _ = env.Stop() }, nil
 			}
 		}
@@ -181,7 +181,7 @@ func ExampleCreateOrUpdate() {
 	color := "blue"
 	for range 3 {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}}
-		res, err := controller.CreateOrUpdate(ctx, cms, cm, func(cm *corev1.ConfigMap) error {
+		res, err := controller.CreateOrUpdate(ctx, cms.ReadWriter(), cm, func(cm *corev1.ConfigMap) error {
 			if cm.Data == nil {
 				cm.Data = map[string]string{}
 			}
@@ -218,7 +218,7 @@ func ExampleCreateOrPatch() {
 	port, ready := int32(80), metav1.ConditionFalse
 	reconcile := func() {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "api"}}
-		res, err := controller.CreateOrPatch(ctx, svcs, svc, func(s *corev1.Service) error {
+		res, err := controller.CreateOrPatch(ctx, svcs.ReadWriter(), svc, func(s *corev1.Service) error {
 			if len(s.Spec.Ports) == 0 {
 				s.Spec.Ports = []corev1.ServicePort{{Name: "http"}}
 			}
@@ -317,7 +317,7 @@ func ExampleAlreadyOwnedError() {
 		{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "d1", Controller: new(true)},
 	}}}
 	owner := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "6f1c"}}
-	err := controller.SetControllerReference(owner, owned, nil)
+	err := controller.SetControllerReference(owner, owned)
 	var ae *controller.AlreadyOwnedError
 	if errors.As(err, &ae) {
 		fmt.Println(ae.Owner.Kind, ae.Owner.Name)

@@ -59,7 +59,7 @@ func clientFor[E any, T interface {
 	client.Object
 }](t *testing.T, h *helperEnv, ns string, opts client.Options) *client.Client[T] {
 	t.Helper()
-	c, err := client.For[E, T](t.Context(), h.rc, opts)
+	c, err := client.For[E, T](h.rc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,15 +169,15 @@ func (h *helperEnv) testGarbageCollection(t *testing.T) {
 		}
 		mustCreate(t, cms, owned)
 	}
-	create("of-cm", func(o *corev1.ConfigMap) error { return controller.SetControllerReference(ownerCM, o, nil) })
-	create("of-dep", func(o *corev1.ConfigMap) error { return controller.SetControllerReference(ownerDep, o, nil) })
+	create("of-cm", func(o *corev1.ConfigMap) error { return controller.SetControllerReference(ownerCM, o) })
+	create("of-dep", func(o *corev1.ConfigMap) error { return controller.SetControllerReference(ownerDep, o) })
 	create("of-both", func(o *corev1.ConfigMap) error {
-		if err := controller.SetControllerReference(ownerDep, o, nil); err != nil {
+		if err := controller.SetControllerReference(ownerDep, o); err != nil {
 			return err
 		}
-		return controller.SetOwnerReference(ownerCM, o, nil)
+		return controller.SetOwnerReference(ownerCM, o)
 	})
-	create("of-role", func(o *corev1.ConfigMap) error { return controller.SetControllerReference(ownerRole, o, nil) })
+	create("of-role", func(o *corev1.ConfigMap) error { return controller.SetControllerReference(ownerRole, o) })
 
 	got, err := cms.Get(ctx, "of-dep", metav1.GetOptions{})
 	if err != nil {
@@ -224,7 +224,7 @@ func (h *helperEnv) testCrossNamespaceOwner(t *testing.T) {
 	owned := cm("owned")
 	owned.Namespace = nsB
 	var se *controller.OwnerScopeError
-	if err := controller.SetControllerReference(owner, owned, nil); !errors.As(err, &se) {
+	if err := controller.SetControllerReference(owner, owned); !errors.As(err, &se) {
 		t.Fatalf("SetControllerReference across namespaces: %v, want *OwnerScopeError", err)
 	}
 	// Write the reference anyway, by hand.
@@ -251,7 +251,7 @@ func (h *helperEnv) testControllerRefusals(t *testing.T) {
 	second := mustCreate(t, deps, webDeployment(ns, "second"))
 	owned := cm("owned")
 	owned.Namespace = ns
-	if err := controller.SetControllerReference(first, owned, nil); err != nil {
+	if err := controller.SetControllerReference(first, owned); err != nil {
 		t.Fatal(err)
 	}
 	owned = mustCreate(t, cms, owned)
@@ -263,12 +263,12 @@ func (h *helperEnv) testControllerRefusals(t *testing.T) {
 		t.Fatalf("stored controller reference = %+v", ref)
 	}
 	// Setting the same controller again is a no-op.
-	if err := controller.SetControllerReference(first, owned, nil); err != nil || len(owned.OwnerReferences) != 1 {
+	if err := controller.SetControllerReference(first, owned); err != nil || len(owned.OwnerReferences) != 1 {
 		t.Fatalf("same controller again: %v, %+v", err, owned.OwnerReferences)
 	}
 
 	var ae *controller.AlreadyOwnedError
-	if err := controller.SetControllerReference(second, owned, nil); !errors.As(err, &ae) || ae.Owner.UID != first.UID {
+	if err := controller.SetControllerReference(second, owned); !errors.As(err, &ae) || ae.Owner.UID != first.UID {
 		t.Fatalf("second controller: %v, want *AlreadyOwnedError naming %q", err, first.Name)
 	}
 	if !controller.IsControlledBy(owned, first) {
@@ -280,13 +280,13 @@ func (h *helperEnv) testControllerRefusals(t *testing.T) {
 	fresh := cm("fresh")
 	fresh.Namespace = ns
 	var se *controller.OwnerScopeError
-	if err := controller.SetControllerReference(foreign, fresh, nil); !errors.As(err, &se) || se.OwnedNamespace != ns {
+	if err := controller.SetControllerReference(foreign, fresh); !errors.As(err, &se) || se.OwnedNamespace != ns {
 		t.Fatalf("cross-namespace owner: %v, want *OwnerScopeError", err)
 	}
 
 	role := mustCreate(t, roles, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-role"}})
 	t.Cleanup(func() { _ = roles.Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
-	if err := controller.SetControllerReference(first, role, nil); !errors.As(err, &se) || se.OwnedNamespace != "" {
+	if err := controller.SetControllerReference(first, role); !errors.As(err, &se) || se.OwnedNamespace != "" {
 		t.Fatalf("namespaced owner of a cluster-scoped object: %v, want *OwnerScopeError", err)
 	}
 	if len(role.OwnerReferences) != 0 || len(fresh.OwnerReferences) != 0 {
@@ -308,7 +308,7 @@ func (h *helperEnv) testCreateOrUpdate(t *testing.T) {
 	setData := func(c *corev1.ConfigMap) error { c.Data = want; return nil }
 
 	obj := cm("settings") // no namespace: the client's
-	res, err := controller.CreateOrUpdate(ctx, cms, obj, setData)
+	res, err := controller.CreateOrUpdate(ctx, cms.ReadWriter(), obj, setData)
 	if err != nil || res != controller.OperationCreated {
 		t.Fatalf("first call: %q, %v; want %q", res, err, controller.OperationCreated)
 	}
@@ -318,7 +318,7 @@ func (h *helperEnv) testCreateOrUpdate(t *testing.T) {
 	rv := obj.ResourceVersion
 
 	obj = cm("settings")
-	if res, err = controller.CreateOrUpdate(ctx, cms, obj, setData); err != nil || res != controller.OperationUnchanged {
+	if res, err = controller.CreateOrUpdate(ctx, cms.ReadWriter(), obj, setData); err != nil || res != controller.OperationUnchanged {
 		t.Fatalf("second call: %q, %v; want %q", res, err, controller.OperationUnchanged)
 	}
 	if obj.ResourceVersion != rv {
@@ -327,7 +327,7 @@ func (h *helperEnv) testCreateOrUpdate(t *testing.T) {
 
 	want = map[string]string{"color": "green"}
 	obj = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
-	if res, err = controller.CreateOrUpdate(ctx, cms, obj, setData); err != nil || res != controller.OperationUpdated {
+	if res, err = controller.CreateOrUpdate(ctx, cms.ReadWriter(), obj, setData); err != nil || res != controller.OperationUpdated {
 		t.Fatalf("third call: %q, %v; want %q", res, err, controller.OperationUpdated)
 	}
 	stored, err := cms.Get(ctx, "settings", metav1.GetOptions{})
@@ -340,10 +340,10 @@ func (h *helperEnv) testCreateOrUpdate(t *testing.T) {
 	rv = stored.ResourceVersion
 
 	rename := func(c *corev1.ConfigMap) error { c.Name = "other"; return nil }
-	if _, err = controller.CreateOrUpdate(ctx, cms, cm("settings"), rename); !errors.Is(err, controller.ErrKeyChanged) {
+	if _, err = controller.CreateOrUpdate(ctx, cms.ReadWriter(), cm("settings"), rename); !errors.Is(err, controller.ErrKeyChanged) {
 		t.Fatalf("renaming mutate: %v, want ErrKeyChanged", err)
 	}
-	if _, err = controller.CreateOrUpdate(ctx, cms, cm("fresh"), rename); !errors.Is(err, controller.ErrKeyChanged) {
+	if _, err = controller.CreateOrUpdate(ctx, cms.ReadWriter(), cm("fresh"), rename); !errors.Is(err, controller.ErrKeyChanged) {
 		t.Fatalf("renaming mutate on create: %v, want ErrKeyChanged", err)
 	}
 	if ok, _ := gone(ctx, cms, "fresh", "other"); !ok {
@@ -359,7 +359,7 @@ func (h *helperEnv) testCreateOrUpdate(t *testing.T) {
 		c.Data = map[string]string{"color": "red"}
 		return nil
 	}
-	if _, err = controller.CreateOrUpdate(ctx, cms, cm("settings"), interfere); !apierrors.IsConflict(err) {
+	if _, err = controller.CreateOrUpdate(ctx, cms.ReadWriter(), cm("settings"), interfere); !apierrors.IsConflict(err) {
 		t.Fatalf("stale update: %v, want a conflict", err)
 	}
 	stored, _ = cms.Get(ctx, "settings", metav1.GetOptions{})
@@ -388,10 +388,10 @@ func (h *helperEnv) testCreateOrPatchDeployment(t *testing.T) {
 	}
 
 	obj := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
-	if res, err := controller.CreateOrPatch(ctx, deps, obj, mutate); err != nil || res != controller.OperationCreated {
+	if res, err := controller.CreateOrPatch(ctx, deps.ReadWriter(), obj, mutate); err != nil || res != controller.OperationCreated {
 		t.Fatalf("create: %q, %v", res, err)
 	}
-	if res, err := controller.CreateOrPatch(ctx, deps, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, mutate); err != nil || res != controller.OperationUnchanged {
+	if res, err := controller.CreateOrPatch(ctx, deps.ReadWriter(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, mutate); err != nil || res != controller.OperationUnchanged {
 		t.Fatalf("again: %q, %v; want %q", res, err, controller.OperationUnchanged)
 	}
 
@@ -406,7 +406,7 @@ func (h *helperEnv) testCreateOrPatchDeployment(t *testing.T) {
 		return mutate(d)
 	}
 	obj = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
-	if res, err := controller.CreateOrPatch(ctx, deps, obj, interfere); err != nil || res != controller.OperationUpdated {
+	if res, err := controller.CreateOrPatch(ctx, deps.ReadWriter(), obj, interfere); err != nil || res != controller.OperationUpdated {
 		t.Fatalf("scale: %q, %v; want %q", res, err, controller.OperationUpdated)
 	}
 	stored, err := deps.Get(ctx, "web", metav1.GetOptions{})
@@ -460,18 +460,18 @@ func (h *helperEnv) testCreateOrPatchStatus(t *testing.T) {
 	}
 	svc := func() *corev1.Service { return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "api"}} }
 
-	res, err := controller.CreateOrPatch(ctx, svcs, svc(), mutate)
+	res, err := controller.CreateOrPatch(ctx, svcs.ReadWriter(), svc(), mutate)
 	check("create with status", controller.OperationCreated, res, err)
-	res, err = controller.CreateOrPatch(ctx, svcs, svc(), mutate)
+	res, err = controller.CreateOrPatch(ctx, svcs.ReadWriter(), svc(), mutate)
 	check("again", controller.OperationUnchanged, res, err)
 	ready = metav1.ConditionFalse
-	res, err = controller.CreateOrPatch(ctx, svcs, svc(), mutate)
+	res, err = controller.CreateOrPatch(ctx, svcs.ReadWriter(), svc(), mutate)
 	check("status only", controller.OperationUpdatedStatusOnly, res, err)
 	port, ready = 8080, metav1.ConditionTrue
-	res, err = controller.CreateOrPatch(ctx, svcs, svc(), mutate)
+	res, err = controller.CreateOrPatch(ctx, svcs.ReadWriter(), svc(), mutate)
 	check("spec and status", controller.OperationUpdatedStatus, res, err)
 	port = 9090
-	res, err = controller.CreateOrPatch(ctx, svcs, svc(), mutate)
+	res, err = controller.CreateOrPatch(ctx, svcs.ReadWriter(), svc(), mutate)
 	check("spec only", controller.OperationUpdated, res, err)
 }
 
@@ -563,7 +563,7 @@ func (h *helperEnv) testCreateOrPatchUnstructured(t *testing.T) {
 			for _, s := range steps {
 				size, phase = s.size, s.phase
 				obj := newObj()
-				res, err := controller.CreateOrPatch(ctx, objs, obj, mutate)
+				res, err := controller.CreateOrPatch(ctx, objs.ReadWriter(), obj, mutate)
 				if err != nil || res != s.want {
 					t.Fatalf("%s: %q, %v; want %q", s.name, res, err, s.want)
 				}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/client"
@@ -15,7 +14,7 @@ import (
 // [SetOwnerReference] when the owner's group, version and kind cannot be
 // told: it has no apiVersion and kind, is not a built-in type, and is not
 // registered in the scheme given.
-var ErrUnknownKind = errors.New("controller: kind of owner unknown")
+var ErrUnknownKind = errors.New("controller: kind of owner unknown (set its apiVersion and kind)")
 
 // ErrOwnerNotStored is returned (wrapped) by [SetControllerReference] and
 // [SetOwnerReference] when the owner has no name or no UID, as an object not
@@ -77,16 +76,17 @@ func (e *OwnerScopeError) Error() string {
 // owner is deleted, and foreground deletion of owner waits for owned.
 //
 // owner must be the object as stored (it needs its name and UID). Its
-// apiVersion and kind come from the object itself when set, else from the
-// built-in types, else from scheme (which may be nil; see [client.KindOf]).
+// apiVersion and kind come from the object itself (objects read through
+// Loom's clients and caches carry them), else from the built-in types;
+// set them on an object made by hand.
 //
 // It fails, leaving owned unchanged, with an *[AlreadyOwnedError] if owned
 // already has another controller, an *[OwnerScopeError] if the garbage
 // collector would ignore the reference (see there), and errors wrapping
 // [ErrUnknownKind] or [ErrOwnerNotStored]. It only changes owned in memory:
 // the caller must create or update owned on the server.
-func SetControllerReference(owner, owned client.Object, scheme *runtime.Scheme) error {
-	ref, err := ownerRef(owner, owned, scheme)
+func SetControllerReference(owner, owned client.Object) error {
+	ref, err := ownerRef(owner, owned)
 	if err != nil {
 		return err
 	}
@@ -111,8 +111,8 @@ func SetControllerReference(owner, owned client.Object, scheme *runtime.Scheme) 
 // with an *[OwnerScopeError] and errors wrapping [ErrUnknownKind] or
 // [ErrOwnerNotStored], as [SetControllerReference] does. It only changes
 // owned in memory: the caller must write owned to the server.
-func SetOwnerReference(owner, owned client.Object, scheme *runtime.Scheme) error {
-	ref, err := ownerRef(owner, owned, scheme)
+func SetOwnerReference(owner, owned client.Object) error {
+	ref, err := ownerRef(owner, owned)
 	if err != nil {
 		return err
 	}
@@ -150,11 +150,11 @@ func IsControlledBy(obj, owner metav1.Object) bool {
 }
 
 // ownerRef builds the reference to owner and checks that owned may hold it.
-func ownerRef(owner, owned client.Object, scheme *runtime.Scheme) (metav1.OwnerReference, error) {
+func ownerRef(owner, owned client.Object) (metav1.OwnerReference, error) {
 	if isNil(owner) || isNil(owned) {
 		return metav1.OwnerReference{}, errors.New("controller: owner reference: nil object")
 	}
-	gvk, ok := client.KindOf(owner, scheme)
+	gvk, ok := client.KindOf(owner, nil)
 	if !ok {
 		return metav1.OwnerReference{}, fmt.Errorf("%w: %T %q", ErrUnknownKind, owner, owner.GetName())
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/loom-k8s/loom/client"
 )
 
-// widget is a custom type, known only through a scheme.
+// widget is a custom type: its kind is known only from its TypeMeta.
 type widget struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -27,14 +27,6 @@ func (w *widget) DeepCopyObject() runtime.Object {
 	cp := *w
 	w.ObjectMeta.DeepCopyInto(&cp.ObjectMeta)
 	return &cp
-}
-
-var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
-
-func widgetScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	s.AddKnownTypeWithName(widgetGVK, &widget{})
-	return s
 }
 
 func deployment(ns, name string, uid types.UID) *appsv1.Deployment {
@@ -66,7 +58,6 @@ func TestSetControllerReference(t *testing.T) {
 		name    string
 		owner   client.Object
 		owned   client.Object
-		scheme  *runtime.Scheme
 		want    []metav1.OwnerReference // nil when an error is expected
 		wantErr any                     // pointer to the error type, or a sentinel
 	}{
@@ -81,10 +72,10 @@ func TestSetControllerReference(t *testing.T) {
 			want: []metav1.OwnerReference{controllerRef("example.com/v2", "Gadget", "g", "g-1")},
 		},
 		{
-			name:  "custom owner through the scheme",
-			owner: &widget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "w-1"}}, owned: configMap("ns", "c"),
-			scheme: widgetScheme(),
-			want:   []metav1.OwnerReference{controllerRef("example.com/v1", "Widget", "w", "w-1")},
+			name: "custom owner with its TypeMeta",
+			owner: &widget{TypeMeta: metav1.TypeMeta{APIVersion: "example.com/v1", Kind: "Widget"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: "w-1"}}, owned: configMap("ns", "c"),
+			want: []metav1.OwnerReference{controllerRef("example.com/v1", "Widget", "w", "w-1")},
 		},
 		{
 			name:  "other owners kept",
@@ -155,7 +146,7 @@ func TestSetControllerReference(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.owned.GetOwnerReferences()
-			err := SetControllerReference(tt.owner, tt.owned, tt.scheme)
+			err := SetControllerReference(tt.owner, tt.owned)
 			checkRefResult(t, err, tt.wantErr, tt.owned, before, tt.want)
 		})
 	}
@@ -190,7 +181,7 @@ func checkRefResult(t *testing.T, err error, wantErr any, owned metav1.Object, b
 
 func TestAlreadyOwnedErrorNamesTheController(t *testing.T) {
 	existing := controllerRef("apps/v1", "Deployment", "api", "d-9")
-	err := SetControllerReference(deployment("ns", "web", "d-1"), configMap("ns", "c", existing), nil)
+	err := SetControllerReference(deployment("ns", "web", "d-1"), configMap("ns", "c", existing))
 	var ae *AlreadyOwnedError
 	if !errors.As(err, &ae) {
 		t.Fatalf("error = %v, want *AlreadyOwnedError", err)
@@ -240,7 +231,7 @@ func TestSetOwnerReference(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.owned.GetOwnerReferences()
-			err := SetOwnerReference(tt.owner, tt.owned, nil)
+			err := SetOwnerReference(tt.owner, tt.owned)
 			checkRefResult(t, err, tt.wantErr, tt.owned, before, tt.want)
 		})
 	}
@@ -248,10 +239,10 @@ func TestSetOwnerReference(t *testing.T) {
 
 func TestOwnerReferenceNilObjects(t *testing.T) {
 	var nilCM *corev1.ConfigMap
-	if err := SetControllerReference(nilCM, configMap("ns", "c"), nil); err == nil {
+	if err := SetControllerReference(nilCM, configMap("ns", "c")); err == nil {
 		t.Error("SetControllerReference with a nil owner: no error")
 	}
-	if err := SetOwnerReference(deployment("ns", "web", "d-1"), nilCM, nil); err == nil {
+	if err := SetOwnerReference(deployment("ns", "web", "d-1"), nilCM); err == nil {
 		t.Error("SetOwnerReference with a nil owned: no error")
 	}
 	if GetControllerOf(nilCM) != nil || GetControllerOf(nil) != nil {
@@ -261,6 +252,8 @@ func TestOwnerReferenceNilObjects(t *testing.T) {
 		t.Error("IsControlledBy with nil objects: true")
 	}
 }
+
+var widgetGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 
 func TestOwnerScopeErrorMessage(t *testing.T) {
 	for _, e := range []*OwnerScopeError{

@@ -8,53 +8,56 @@ import (
 
 // Predicate filters the changes a source turns into reconciles. A nil
 // function lets every change of its kind through. All predicates given to
-// a source must agree for a change to pass.
-type Predicate[T any] struct {
-	Create func(obj T) bool
-	Update func(old, new T) bool
-	Delete func(obj T) bool
+// a source must agree for a change to pass. The objects are those of the
+// source, as client.Object: assert their type for type-specific checks.
+type Predicate struct {
+	Create func(obj client.Object) bool
+	Update func(old, new client.Object) bool
+	Delete func(obj client.Object) bool
 }
 
 // GenerationChanged passes updates that change metadata.generation, which
 // the API server bumps on spec changes but not on status or metadata
 // changes; creates and deletes pass. (Resources without a generation, such
 // as ConfigMaps, keep it at 0: every update is dropped.)
-func GenerationChanged[T client.Object]() Predicate[T] {
-	return Predicate[T]{Update: func(old, new T) bool { return old.GetGeneration() != new.GetGeneration() }}
+func GenerationChanged() Predicate {
+	return Predicate{Update: func(old, new client.Object) bool { return old.GetGeneration() != new.GetGeneration() }}
 }
 
 // LabelsChanged passes updates that change the labels.
-func LabelsChanged[T client.Object]() Predicate[T] {
-	return Predicate[T]{Update: func(old, new T) bool { return !maps.Equal(old.GetLabels(), new.GetLabels()) }}
+func LabelsChanged() Predicate {
+	return Predicate{Update: func(old, new client.Object) bool { return !maps.Equal(old.GetLabels(), new.GetLabels()) }}
 }
 
 // AnnotationsChanged passes updates that change the annotations.
-func AnnotationsChanged[T client.Object]() Predicate[T] {
-	return Predicate[T]{Update: func(old, new T) bool { return !maps.Equal(old.GetAnnotations(), new.GetAnnotations()) }}
+func AnnotationsChanged() Predicate {
+	return Predicate{Update: func(old, new client.Object) bool {
+		return !maps.Equal(old.GetAnnotations(), new.GetAnnotations())
+	}}
 }
 
 // ResourceVersionChanged passes updates that changed the object on the
 // server, dropping the periodic resyncs (in which old and new are the same).
-func ResourceVersionChanged[T client.Object]() Predicate[T] {
-	return Predicate[T]{Update: func(old, new T) bool { return old.GetResourceVersion() != new.GetResourceVersion() }}
+func ResourceVersionChanged() Predicate {
+	return Predicate{Update: func(old, new client.Object) bool { return old.GetResourceVersion() != new.GetResourceVersion() }}
 }
 
 // Or passes a change when any of preds passes it.
-func Or[T any](preds ...Predicate[T]) Predicate[T] {
-	return Predicate[T]{
-		Create: func(o T) bool {
-			return anyOf(preds, func(p Predicate[T]) bool { return p.Create == nil || p.Create(o) })
+func Or(preds ...Predicate) Predicate {
+	return Predicate{
+		Create: func(o client.Object) bool {
+			return anyOf(preds, func(p Predicate) bool { return p.Create == nil || p.Create(o) })
 		},
-		Update: func(a, b T) bool {
-			return anyOf(preds, func(p Predicate[T]) bool { return p.Update == nil || p.Update(a, b) })
+		Update: func(a, b client.Object) bool {
+			return anyOf(preds, func(p Predicate) bool { return p.Update == nil || p.Update(a, b) })
 		},
-		Delete: func(o T) bool {
-			return anyOf(preds, func(p Predicate[T]) bool { return p.Delete == nil || p.Delete(o) })
+		Delete: func(o client.Object) bool {
+			return anyOf(preds, func(p Predicate) bool { return p.Delete == nil || p.Delete(o) })
 		},
 	}
 }
 
-func anyOf[T any](preds []Predicate[T], f func(Predicate[T]) bool) bool {
+func anyOf(preds []Predicate, f func(Predicate) bool) bool {
 	for _, p := range preds {
 		if f(p) {
 			return true

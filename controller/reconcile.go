@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -26,20 +25,6 @@ type Result struct {
 	// RequeueAfter, when positive, reconciles the key again after this
 	// long.
 	RequeueAfter time.Duration
-}
-
-// Reconciler makes the world match one object. See the package doc for
-// the contract.
-type Reconciler interface {
-	Reconcile(ctx context.Context, req Request) (Result, error)
-}
-
-// ReconcilerFunc adapts a function to a Reconciler.
-type ReconcilerFunc func(ctx context.Context, req Request) (Result, error)
-
-// Reconcile calls f.
-func (f ReconcilerFunc) Reconcile(ctx context.Context, req Request) (Result, error) {
-	return f(ctx, req)
 }
 
 type terminalError struct{ err error }

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -10,34 +12,28 @@ import (
 	"github.com/loom-k8s/loom/client"
 )
 
-// Informer is what a source needs of an informer; *cache.Informer
-// implements it.
-type Informer[T any] interface {
-	AddHandler(h cache.Handler[T], opts cache.HandlerOptions) (cache.Registration, error)
+// A Source is something whose objects' changes a controller can watch:
+// an informer (*cache.Informer) or a client that reads from one
+// (*cache.CachedClient, such as the manager's CachedClient).
+type Source interface {
+	AddObjectHandler(h cache.Handler[client.Object], opts cache.HandlerOptions) (cache.Registration, error)
 }
 
-// For makes every change to an object of inf that passes preds reconcile
-// that object.
-//
-// The handler runs inline on the informer's goroutine (see
-// [cache.HandlerOptions].Inline): it only filters and enqueues, which
-// saves a goroutine hand-off per event. So preds must be quick and must
-// not block, as predicates are meant to be.
-func For[T client.Object](c *Controller, inf Informer[T], preds ...Predicate[T]) error {
-	return watch(c, inf, preds, true, func(obj T) []Request {
-		return []Request{{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
-	})
-}
-
-// Owns makes every change to an object of inf that passes preds reconcile
-// its controller owner, if that owner is of the owner resource's kind. A
+// Owns makes every change to an object of src that passes preds reconcile
+// its controller owner, if the owner is of the controller's type. A
 // namespaced owner is in its object's namespace; a cluster-scoped owner
-// has none. inf may hold metadata only (*metav1.PartialObjectMetadata):
-// owner references are metadata, and a metadata cache is much smaller.
-// As with [For], the handler runs inline and preds must be quick.
-func Owns[T client.Object](c *Controller, inf Informer[T], owner client.Resource, preds ...Predicate[T]) error {
-	gk := owner.Kind.GroupKind()
-	return watch(c, inf, preds, true, func(obj T) []Request {
+// has none. src may hold metadata only (*metav1.PartialObjectMetadata):
+// owner references are metadata. The handler runs on the informer's own
+// goroutine (see cache.HandlerOptions.Inline): it only filters and
+// enqueues, so preds must be quick. It returns c; an error is returned by
+// Start.
+func (c *Controller[T]) Owns(src Source, preds ...Predicate) *Controller[T] {
+	gk := c.kind.GroupKind()
+	if gk.Kind == "" {
+		c.fail(fmt.Errorf("Owns: the kind of %T is not known (add it to the manager's Scheme)", *new(T)))
+		return c
+	}
+	c.fail(c.watch(src, true, false, func(obj client.Object) []Request {
 		ref := GetControllerOf(obj)
 		if ref == nil {
 			return nil
@@ -46,41 +42,80 @@ func Owns[T client.Object](c *Controller, inf Informer[T], owner client.Resource
 		if err != nil || gv.Group != gk.Group || ref.Kind != gk.Kind {
 			return nil
 		}
-		ns := ""
-		if owner.Namespaced {
-			ns = obj.GetNamespace()
-		}
-		return []Request{{Namespace: ns, Name: ref.Name}}
-	})
+		return []Request{{Namespace: c.ownerNamespace(obj), Name: ref.Name}}
+	}, preds))
+	return c
 }
 
-// Watches makes every change to an object of inf that passes preds
+// ownerNamespace is the namespace of obj's owner, an object of the
+// controller's type: obj's own when that type is namespaced.
+func (c *Controller[T]) ownerNamespace(obj client.Object) string {
+	if c.primary == nil {
+		return obj.GetNamespace()
+	}
+	// The informer has listed by the time its objects' owned objects
+	// change, so the lookup is done: this costs no request.
+	if res, err := c.primary.Resource(context.Background()); err == nil && !res.Namespaced {
+		return ""
+	}
+	return obj.GetNamespace()
+}
+
+// Watches makes every change to an object of src that passes preds
 // reconcile the keys mapFn returns for it (for a delete, for its final
 // state). mapFn and preds run on a goroutine of the handler's own, so a
 // slow mapFn (one that lists from a cache, say) delays only this source.
-func Watches[T client.Object](c *Controller, inf Informer[T], mapFn func(obj T) []Request, preds ...Predicate[T]) error {
-	return watch(c, inf, preds, false, mapFn)
+// It returns c; an error is returned by Start.
+func (c *Controller[T]) Watches(src Source, mapFn func(obj client.Object) []Request, preds ...Predicate) *Controller[T] {
+	if mapFn == nil {
+		c.fail(errors.New("Watches: nil map function"))
+		return c
+	}
+	c.fail(c.watch(src, false, false, mapFn, preds))
+	return c
 }
 
-// watch adds a handler that enqueues mapFn's keys for changes passing
-// preds; inline runs it on the informer's goroutine.
-func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], inline bool, mapFn func(T) []Request) error {
-	enqueue := func(obj T) {
+// fail records a construction error for Start.
+func (c *Controller[T]) fail(err error) {
+	if err == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = errors.Join(c.err, fmt.Errorf("controller %s: %w", c.name, err))
+}
+
+// watch adds a handler to src that enqueues mapFn's keys for changes
+// passing preds (or, for the primary source, the controller's Filter
+// predicates); inline runs it on the informer's goroutine.
+func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(client.Object) []Request, preds []Predicate) error {
+	if src == nil {
+		return errors.New("nil source")
+	}
+	filters := func() []Predicate {
+		if !primary {
+			return preds
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.preds
+	}
+	enqueue := func(obj client.Object) {
 		for _, r := range mapFn(obj) {
 			c.Enqueue(r)
 		}
 	}
-	h := cache.HandlerFuncs[T]{
-		Add: func(obj T, _ bool) {
-			for _, p := range preds {
+	h := cache.HandlerFuncs[client.Object]{
+		Add: func(obj client.Object, _ bool) {
+			for _, p := range filters() {
 				if p.Create != nil && !p.Create(obj) {
 					return
 				}
 			}
 			enqueue(obj)
 		},
-		Update: func(old, new T) {
-			for _, p := range preds {
+		Update: func(old, new client.Object) {
+			for _, p := range filters() {
 				if p.Update != nil && !p.Update(old, new) {
 					return
 				}
@@ -97,8 +132,8 @@ func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], inline b
 				}
 			}
 		},
-		Delete: func(obj T, _ bool) {
-			for _, p := range preds {
+		Delete: func(obj client.Object, _ bool) {
+			for _, p := range filters() {
 				if p.Delete != nil && !p.Delete(obj) {
 					return
 				}
@@ -106,9 +141,9 @@ func watch[T any](c *Controller, inf Informer[T], preds []Predicate[T], inline b
 			enqueue(obj)
 		},
 	}
-	reg, err := inf.AddHandler(h, cache.HandlerOptions{Inline: inline})
+	reg, err := src.AddObjectHandler(h, cache.HandlerOptions{Inline: inline})
 	if err != nil {
-		return fmt.Errorf("controller %s: %w", c.name, err)
+		return err
 	}
 	return c.addSource(reg)
 }

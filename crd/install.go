@@ -87,7 +87,7 @@ func (e *NotEstablishedError) Error() string {
 func (e *NotEstablishedError) Unwrap() error { return e.Err }
 
 func crds(ctx context.Context, rc *rest.Client) (*client.Client[*unstructured.Unstructured], error) {
-	return client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: Resource})
+	return client.For[unstructured.Unstructured](rc, client.Options{Resource: Resource})
 }
 
 // Install applies the CRDs (server-side apply, so installing again updates

@@ -86,7 +86,7 @@ func TestInstallUseUninstall(t *testing.T) {
 		Kind:       schema.GroupVersionKind{Group: "install.example.com", Version: "v1", Kind: "Widget"},
 		Namespaced: true,
 	}
-	widgets, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: res})
+	widgets, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: res})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestInstallUseUninstall(t *testing.T) {
 	if err := crd.Uninstall(ctx, rc, []*unstructured.Unstructured{w2}, crd.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	crds, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: crd.Resource})
+	crds, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"github.com/loom-k8s/loom/rest"
+
 	"context"
 	"strings"
 	"sync"
@@ -57,6 +59,12 @@ func NewMapper(src Discoverer, opts MapperOptions) *Mapper {
 		opts.MinRefreshInterval = time.Second
 	}
 	return &Mapper{src: src, opts: opts, clock: clock.OrReal(opts.clock)}
+}
+
+// MapperFor returns a Mapper over rc's discovery, cached in memory: what
+// a client of custom types needs (client.Options.Mapper), in one call.
+func MapperFor(rc *rest.Client) *Mapper {
+	return NewMapper(NewCached(New(rc, Options{}), CacheOptions{}), MapperOptions{})
 }
 
 // entry is one resource at one version.

@@ -27,7 +27,7 @@ func ExampleRecorder() {
 	defer cancel()
 	go rec.Start(ctx)
 
-	cms, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cm, _ := cms.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "example-events"}}, metav1.CreateOptions{})
 	for range 3 {
 		rec.Eventf(cm, corev1.EventTypeNormal, "Reconciled", "config %s is in sync", cm.Name)
@@ -35,7 +35,7 @@ func ExampleRecorder() {
 
 	// Events are sent in the background; the three become one Event with a
 	// series of three.
-	evs, _ := client.For[eventsv1.Event](ctx, rc, client.Options{})
+	evs, _ := client.For[eventsv1.Event](rc, client.Options{})
 	for range 100 {
 		l, _ := evs.Namespace("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=example-events"})
 		if len(l.Items) == 1 && l.Items[0].Series != nil && l.Items[0].Series.Count == 3 {

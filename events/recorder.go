@@ -139,12 +139,11 @@ func New(rc *rest.Client, opts Options) (*Recorder, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ctx := context.Background() // built-in types: For makes no request
-	newAPI, err := client.For[eventsv1.Event](ctx, rc, client.Options{})
+	newAPI, err := client.For[eventsv1.Event](rc, client.Options{})
 	if err != nil {
 		return nil, err
 	}
-	oldAPI, err := client.For[corev1.Event](ctx, rc, client.Options{})
+	oldAPI, err := client.For[corev1.Event](rc, client.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,7 @@ func restFor(t *testing.T, e *testenv.Env) *rest.Client {
 // from a cache.
 func subject(t *testing.T, rc *rest.Client, name string) *corev1.ConfigMap {
 	t.Helper()
-	cms, _ := client.For[corev1.ConfigMap](t.Context(), rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cm, err := cms.Namespace("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func eventsAbout(t *testing.T, rc *rest.Client, name string) []*eventsv1.Event {
 	t.Helper()
-	evs, _ := client.For[eventsv1.Event](t.Context(), rc, client.Options{})
+	evs, _ := client.For[eventsv1.Event](rc, client.Options{})
 	l, err := evs.Namespace("default").List(t.Context(), metav1.ListOptions{FieldSelector: "regarding.name=" + name})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestFallsBackToCoreEvents(t *testing.T) {
 	for range 3 {
 		rec.Event(cm, corev1.EventTypeNormal, "Legacy", "written as core/v1")
 	}
-	core, _ := client.For[corev1.Event](t.Context(), rc, client.Options{})
+	core, _ := client.For[corev1.Event](rc, client.Options{})
 	eventually(t, "one core/v1 event with count 3", func() bool {
 		l, err := core.Namespace("default").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=legacy"})
 		return err == nil && len(l.Items) == 1 && l.Items[0].Count == 3 && l.Items[0].Reason == "Legacy"

@@ -3,7 +3,7 @@
 //
 // # Getting started
 //
-//	leases, _ := client.For[coordinationv1.Lease](ctx, rc, client.Options{})
+//	leases, _ := client.For[coordinationv1.Lease](rc, client.Options{})
 //	e, err := leaderelection.New(leases, leaderelection.Options{
 //		Namespace: "kube-system", Name: "my-controller",
 //		OnStartedLeading: func(ctx context.Context) { runControllers(ctx) },

@@ -45,7 +45,7 @@ func leases(t *testing.T, host string) *client.Client[*coordinationv1.Lease] {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.CloseIdleConnections)
-	c, err := client.For[coordinationv1.Lease](t.Context(), rc, client.Options{})
+	c, err := client.For[coordinationv1.Lease](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestLastErrorNamesWhyACandidateCannotLead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.CloseIdleConnections()
-	c, err := client.For[coordinationv1.Lease](t.Context(), rc, client.Options{})
+	c, err := client.For[coordinationv1.Lease](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	leases, err := client.For[coordinationv1.Lease](ctx, rc, client.Options{})
+	leases, err := client.For[coordinationv1.Lease](rc, client.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

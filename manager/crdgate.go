@@ -13,6 +13,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/controller"
 )
 
 // crdResource is where CustomResourceDefinitions live.
@@ -40,7 +41,7 @@ const (
 type CRDGate struct {
 	m     *Manager
 	name  string
-	build func(ctx context.Context, f *cache.Factory) (Runnable, error)
+	build func(m controller.Manager) error
 	log   *slog.Logger
 
 	mu    sync.Mutex
@@ -50,12 +51,49 @@ type CRDGate struct {
 
 // WhenCRDEstablished returns a gate for the CRD named crd (such as
 // "widgets.example.com"). Each time the CRD becomes Established, build is
-// called with a fresh informer factory (with the manager's options) to
-// make the runnable, usually a controller with its informers; the gate
-// starts the factory and the runnable, and when the CRD goes away cancels
-// the runnable and shuts the factory down. Only the leader runs it.
-func WhenCRDEstablished(m *Manager, crd string, build func(ctx context.Context, f *cache.Factory) (Runnable, error)) *CRDGate {
+// called with a controller.Manager of its own, whose informer factory is
+// fresh (with the manager's options), to set up controllers on it
+// (controller.New(m, ...)); the gate runs them and the factory, and when
+// the CRD goes away stops them and shuts the factory down. Only the
+// leader runs it.
+func WhenCRDEstablished(m *Manager, crd string, build func(m controller.Manager) error) *CRDGate {
 	return &CRDGate{m: m, name: crd, build: build, log: m.log.With("crd", crd), state: GateWaiting}
+}
+
+// gated is the controller.Manager a gate gives build: a fresh factory,
+// and the runnables build adds.
+type gated struct {
+	f    *cache.Factory
+	opts controller.Options
+	rs   []Runnable
+}
+
+func (g *gated) Factory() *cache.Factory               { return g.f }
+func (g *gated) ControllerOptions() controller.Options { return g.opts }
+func (g *gated) Add(r Runnable) error {
+	g.rs = append(g.rs, r)
+	return nil
+}
+
+// run runs the runnables until ctx ends or one of them returns; it
+// returns the first error.
+func (g *gated) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(g.rs))
+	var wg sync.WaitGroup
+	for _, r := range g.rs {
+		wg.Go(func() { errc <- r.Start(ctx) })
+	}
+	var err error
+	if len(g.rs) > 0 {
+		err = <-errc // the first to return ends the run
+	} else {
+		<-ctx.Done()
+	}
+	cancel()
+	wg.Wait()
+	return err
 }
 
 // State reports whether the gated runnable runs.
@@ -78,7 +116,7 @@ func (g *CRDGate) NeedLeaderElection() bool { return true }
 // Start watches the CRD and runs the gated runnable while it is
 // Established, until ctx ends.
 func (g *CRDGate) Start(ctx context.Context) error {
-	crds, err := client.For[unstructured.Unstructured](ctx, g.m.rc, client.Options{Resource: crdResource})
+	crds, err := client.For[unstructured.Unstructured](g.m.rc, client.Options{Resource: crdResource})
 	if err != nil {
 		return err
 	}
@@ -153,21 +191,21 @@ func (g *CRDGate) Start(ctx context.Context) error {
 		switch {
 		case established && stopChild == nil:
 			cctx, cancel := context.WithCancel(ctx)
-			f := cache.NewFactory(cache.FactoryOptions{
-				REST: g.m.rc, Client: client.Options{Scheme: g.m.opts.Scheme, Mapper: g.m.opts.Mapper},
-				Namespace: g.m.opts.Namespace, Resync: g.m.opts.Resync, Logger: g.m.log,
+			f := cache.NewFactory(g.m.rc, cache.FactoryOptions{
+				Client:    g.m.ClientOptions(),
+				Namespace: g.m.opts.Namespace, Resync: g.m.opts.Resync, Logger: g.m.log, Transform: g.m.opts.Transform,
 			})
-			r, err := g.build(cctx, f)
-			if err != nil {
+			m := &gated{f: f, opts: g.m.ControllerOptions()}
+			if err := g.build(m); err != nil {
 				cancel()
 				f.Shutdown()
 				return fmt.Errorf("manager: CRD gate %s: build: %w", g.name, err)
 			}
-			f.Start(cctx)
+			go func() { _ = f.Start(cctx) }()
 			startedAt = time.Now()
 			stopChild, childDone = cancel, make(chan error, 1)
 			go func() {
-				err := r.Start(cctx)
+				err := m.run(cctx)
 				f.Shutdown()
 				childDone <- err
 			}()

@@ -33,23 +33,19 @@ const gadgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourc
 // Established, stops cleanly when it is deleted, and starts again when it
 // comes back.
 func TestControllerWaitsForItsCRD(t *testing.T) {
-	mgr, err := manager.New(cfg(t), manager.Options{})
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var reconciled atomic.Int64
 	var builds atomic.Int64
-	gate := manager.WhenCRDEstablished(mgr, "gadgets.gate.loom.dev", func(ctx context.Context, f *cache.Factory) (manager.Runnable, error) {
+	gate := manager.WhenCRDEstablished(mgr, "gadgets.gate.loom.dev", func(m controller.Manager) error {
 		builds.Add(1)
-		inf, err := cache.InformerFor[unstructured.Unstructured](ctx, f, cache.InformerForOptions[*unstructured.Unstructured]{Resource: gadgetRes})
-		if err != nil {
-			return nil, err
-		}
-		c := controller.New("gadgets", controller.ReconcilerFunc(func(context.Context, controller.Request) (controller.Result, error) {
+		controller.New(m, func(context.Context, *unstructured.Unstructured) (controller.Result, error) {
 			reconciled.Add(1)
 			return controller.Result{}, nil
-		}), mgr.ControllerOptions())
-		return c, controller.For(c, inf)
+		}, controller.Options{Name: "gadgets", For: cache.InformerForOptions{Resource: gadgetRes}})
+		return nil
 	})
 	if err := mgr.Add(gate); err != nil {
 		t.Fatal(err)
@@ -68,7 +64,7 @@ func TestControllerWaitsForItsCRD(t *testing.T) {
 		t.Fatalf("before the CRD: state %s, %d builds", gate.State(), builds.Load())
 	}
 	rc := mgr.REST()
-	crds, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: client.Resource{
+	crds, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: client.Resource{
 		Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
 		Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}}})
 	install := func() {
@@ -80,7 +76,7 @@ func TestControllerWaitsForItsCRD(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gadgets, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: gadgetRes})
+	gadgets, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: gadgetRes})
 	for round := 1; round <= 2; round++ {
 		install()
 		eventually(t, "the controller to start", func() bool { return gate.State() == manager.GateRunning })

@@ -5,17 +5,19 @@
 //
 // # Getting started
 //
-//	cfg, _ := config.Load(config.LoadOptions{})
-//	mgr, err := manager.New(cfg, manager.Options{
+//	mgr, err := manager.New(manager.Options{Scheme: v1.Scheme(), // the kubeconfig, or in-cluster
 //		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "kube-system", Name: "widgets"},
 //		HealthAddr:     ":8081",
 //		MetricsAddr:    ":8080",
 //	})
-//	widgets, _ := cache.InformerFor[v1.Widget](ctx, mgr.Factory(), cache.InformerForOptions[*v1.Widget]{})
-//	ctrl := controller.New("widgets", reconciler, mgr.ControllerOptions())
-//	controller.For(ctrl, widgets)
-//	mgr.Add(ctrl)
-//	err = mgr.Start(ctx) // blocks until ctx ends or leadership is lost
+//	deployments := manager.CachedClient[appsv1.Deployment](mgr) // cached reads, live writes
+//	r := &WidgetReconciler{Deployments: deployments}
+//	controller.New(mgr, r.Reconcile, controller.Options{}).Owns(deployments)
+//	err = mgr.Start(manager.SignalContext()) // blocks until ctx ends or leadership is lost
+//
+// The manager owns one connection to the API server and a RESTMapper over
+// its discovery, so the resources of custom types (from the Scheme) are
+// found without spelling them out.
 //
 // # Runnables and leadership
 //

@@ -54,7 +54,7 @@ func runCandidate(id string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	mgr, err := manager.New(cfg, manager.Options{LeaderElection: manager.LeaderElection{
+	mgr, err := manager.New(manager.Options{Config: new(cfg), LeaderElection: manager.LeaderElection{
 		Enabled: true, Namespace: "default", Name: fenceLease, Identity: id,
 		LeaseDuration: candidateLease, RenewDeadline: candidateRenew, RetryPeriod: candidateRetry,
 	}})
@@ -62,7 +62,7 @@ func runCandidate(id string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	cms, err := client.For[corev1.ConfigMap](ctx, mgr.REST(), client.Options{})
+	cms, err := client.For[corev1.ConfigMap](mgr.REST(), client.Options{})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -154,14 +154,14 @@ func TestFencedFailovers(t *testing.T) {
 	env := shared.Env(t)
 	ctx := t.Context()
 	rc := restFor(t)
-	cms, err := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cms.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fenceLedger}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	leases, err := client.For[coordinationv1.Lease](ctx, rc, client.Options{})
+	leases, err := client.For[coordinationv1.Lease](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

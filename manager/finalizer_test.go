@@ -23,31 +23,23 @@ const finalizer = "loom.dev/cleanup"
 // object, the controller sees that as an update, does its cleanup once it
 // is allowed to, and removes the finalizer, after which the object is gone.
 func TestFinalizerBlocksDeletionUntilTheControllerIsDone(t *testing.T) {
-	mgr, err := manager.New(cfg(t), manager.Options{})
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	inf, err := cache.InformerFor[corev1.ConfigMap](ctx, mgr.Factory(), cache.InformerForOptions[*corev1.ConfigMap]{LabelSelector: "loom.dev/finalized"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cms, _ := client.For[corev1.ConfigMap](ctx, mgr.REST(), client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](mgr.REST(), client.Options{})
 	allow := make(chan struct{}) // closed when the cleanup may finish
 	var mu sync.Mutex
 	var cleaned []string
-	rec := controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
-		cm, ok := inf.Lister().Namespace(req.Namespace).Get(req.Name)
-		if !ok {
-			return controller.Result{}, nil
-		}
+	rec := func(ctx context.Context, cm *corev1.ConfigMap) (controller.Result, error) {
 		if cm.DeletionTimestamp == nil {
 			if controller.HasFinalizer(cm, finalizer) {
 				return controller.Result{}, nil
 			}
 			next := cm.DeepCopy()
 			controller.AddFinalizer(next, finalizer)
-			_, err := cms.Namespace(req.Namespace).Update(ctx, next, metav1.UpdateOptions{})
+			_, err := cms.Update(ctx, next, metav1.UpdateOptions{})
 			return controller.Result{}, err
 		}
 		select {
@@ -56,20 +48,14 @@ func TestFinalizerBlocksDeletionUntilTheControllerIsDone(t *testing.T) {
 			return controller.Result{}, errCleanupPending // retried with backoff
 		}
 		mu.Lock()
-		cleaned = append(cleaned, req.Name)
+		cleaned = append(cleaned, cm.Name)
 		mu.Unlock()
 		next := cm.DeepCopy()
 		controller.RemoveFinalizer(next, finalizer)
-		_, err := cms.Namespace(req.Namespace).Update(ctx, next, metav1.UpdateOptions{})
+		_, err := cms.Update(ctx, next, metav1.UpdateOptions{})
 		return controller.Result{}, err
-	})
-	c := controller.New("finalizer", rec, mgr.ControllerOptions())
-	if err := controller.For(c, inf); err != nil {
-		t.Fatal(err)
 	}
-	if err := mgr.Add(c); err != nil {
-		t.Fatal(err)
-	}
+	controller.New(mgr, rec, controller.Options{Name: "finalizer", For: cache.InformerForOptions{LabelSelector: "loom.dev/finalized"}})
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +57,7 @@ func TestTwoManagersOneLeader(t *testing.T) {
 	var ms []*running
 	for _, id := range []string{"one", "two"} {
 		le.Identity = id
-		mgr, err := manager.New(cfg(t), manager.Options{LeaderElection: le})
+		mgr, err := manager.New(manager.Options{Config: new(cfg(t)), LeaderElection: le})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,27 +105,28 @@ func TestTwoManagersOneLeader(t *testing.T) {
 }
 
 func TestPanickingReconcilerDoesNotKillTheManager(t *testing.T) {
-	mgr, err := manager.New(cfg(t), manager.Options{})
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
 	var once sync.Once
 	done := make(chan struct{})
-	ctrl := controller.New("panicky", controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
+	controller.New(mgr, func(ctx context.Context, _ *corev1.ConfigMap) (controller.Result, error) {
 		if calls.Add(1) == 1 {
 			panic("boom")
 		}
 		once.Do(func() { close(done) })
 		return controller.Result{}, nil
-	}), mgr.ControllerOptions())
-	if err := mgr.Add(ctrl); err != nil {
-		t.Fatal(err)
-	}
+	}, controller.Options{Name: "panicky", For: cache.InformerForOptions{LabelSelector: "loom.dev/panicky"}})
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(ctx) }()
-	ctrl.Enqueue(controller.Request{Namespace: "default", Name: "x"})
+	cms, _ := client.For[corev1.ConfigMap](mgr.REST(), client.Options{})
+	if _, err := cms.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "panicky",
+		Labels: map[string]string{"loom.dev/panicky": "yes"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-done: // the panic was recovered and the key retried
 	case err := <-stopped:
@@ -144,14 +146,11 @@ func TestPanickingReconcilerDoesNotKillTheManager(t *testing.T) {
 }
 
 func TestCachedClientReadsItsWrites(t *testing.T) {
-	mgr, err := manager.New(cfg(t), manager.Options{})
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := manager.CachedClientFor[corev1.ConfigMap](t.Context(), mgr, cache.CachedClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := manager.CachedClient[corev1.ConfigMap](mgr)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -160,16 +159,19 @@ func TestCachedClientReadsItsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := cc.Get(ctx, "default", "mine")
-	if err != nil || !ok || got.ResourceVersion != cm.ResourceVersion {
-		t.Fatalf("read after create: %v %v %v", got, ok, err)
+	got, err := cc.Get(ctx, "default", "mine")
+	if err != nil || got.ResourceVersion != cm.ResourceVersion {
+		t.Fatalf("read after create: %v %v", got, err)
+	}
+	if again := manager.CachedClient[corev1.ConfigMap](mgr); again != cc {
+		t.Error("a second CachedClient for the same type is another client")
 	}
 }
 
 // TestReadyzReportsLeaseErrors: a candidate whose Lease lives in a
 // namespace that does not exist can never lead; /readyz says so and why.
 func TestReadyzReportsLeaseErrors(t *testing.T) {
-	mgr, err := manager.New(cfg(t), manager.Options{HealthAddr: "127.0.0.1:0", LeaderElection: manager.LeaderElection{
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t)), HealthAddr: "127.0.0.1:0", LeaderElection: manager.LeaderElection{
 		Enabled: true, Namespace: "no-such-namespace", Name: "x",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 	}})

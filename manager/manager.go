@@ -7,26 +7,35 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
 	"sync"
+	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
+	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/events"
 	"github.com/loom-k8s/loom/leaderelection"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/webhook"
 )
 
-// Runnable is a part of a program that runs until its context ends.
-type Runnable interface {
+// Runnable is a part of a program that runs until its context ends:
+// Start blocks until then and returns nil, or returns an error at once
+// when it cannot run. (It is an alias of the interface type, so that
+// packages such as controller can name it without importing this one.)
+type Runnable = interface {
 	Start(ctx context.Context) error
 }
 
@@ -59,15 +68,19 @@ type LeaderElection struct {
 
 // Options configure [New]. The zero value is valid.
 type Options struct {
+	// Config says how to reach the API server. Nil means load it as
+	// kubectl does (--kubeconfig is not known here: $KUBECONFIG, then
+	// ~/.kube/config), falling back to the in-cluster service account.
+	Config *config.Config
 	// Namespace limits the shared informers to one namespace. Default "":
 	// all namespaces.
 	Namespace string
-	// Scheme names custom types (for the factory, owner references and
-	// events). Nil means built-in types only.
+	// Scheme names custom types (for clients, informers, owner references
+	// and events). Nil means built-in types only.
 	Scheme *runtime.Scheme
-	// Mapper finds the resources of custom types, for example
-	// discovery.NewMapper over a cached discovery client. Nil means only
-	// built-in types (and informers given an explicit Resource).
+	// Mapper finds the resources of custom types. Default: a RESTMapper
+	// over the API server's discovery, cached, and refreshed when it
+	// meets a kind it does not know (a CRD installed since).
 	Mapper client.Mapper
 	// LeaderElection configures leader election. Default: off.
 	LeaderElection LeaderElection
@@ -75,20 +88,29 @@ type Options struct {
 	// ":8081". Default "": not served.
 	HealthAddr string
 	// MetricsAddr is where /metrics is served, such as ":8080". Default
-	// "": not served (the registry is still filled; see Metrics).
+	// "": not served (the registry is still filled; see Registry).
 	MetricsAddr string
+	// Registry is where the manager's metrics are registered, and what
+	// /metrics serves. Default: a new registry with the Go runtime and
+	// process collectors.
+	Registry *prometheus.Registry
 	// ShutdownTimeout bounds the wait for runnables to return after the
 	// context ends. Zero means 30 s.
 	ShutdownTimeout time.Duration
 	// Resync is the factory's resync period. Default 0: no periodic
 	// resync.
 	Resync time.Duration
-	// ContentType is the REST wire format. Default protobuf (falling back
-	// to JSON for types without it).
-	ContentType *rest.ContentType
+	// Transform is applied to every object before it is cached, such as
+	// cache.StripManagedFields[client.Object] (see
+	// cache.FactoryOptions.Transform). Default nil: none.
+	Transform func(client.Object) (client.Object, error)
+	// JSON makes the manager's clients ask for JSON. Default false:
+	// protobuf, falling back to JSON for types without it (custom
+	// resources).
+	JSON bool
 	// Transport, when set, replaces the HTTP transport to the API server
 	// (see rest.Options.Transport): for tests that stand in for the
-	// server, and for special dialing. Default: built from cfg.
+	// server, and for special dialing. Default: built from Config.
 	Transport http.RoundTripper
 	// EventsController names the reporting controller of the manager's
 	// event recorder, such as "example.com/widgets". Default "loom".
@@ -97,28 +119,37 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Manager runs runnables. Create it with New, add runnables, then Start.
+// Manager runs runnables: controllers, webhook servers, and anything
+// else with a blocking Start. It owns what they share: one connection to
+// the API server, a RESTMapper, an informer factory (the cache), cached
+// clients, an event recorder and a metrics registry. Create it with New,
+// add runnables (controller.New adds itself), then Start.
 type Manager struct {
 	opts     Options
 	log      *slog.Logger
 	rc       *rest.Client
+	mapper   client.Mapper
 	factory  *cache.Factory
 	recorder *events.Recorder
 	metrics  *metrics
 
 	mu        sync.Mutex
 	runnables []Runnable
+	clients   map[clientKey]any // CachedClient's, by object type and informer
+	errs      []error              // construction errors, returned by Start
 	started   bool
 	leading   bool
 	elector   *leaderelection.Elector // with leader election, once started
 	addrs     map[string]net.Addr     // "health", "metrics": where they listen
 }
 
-// ErrStarted is returned by Add after Start.
+// ErrStarted is returned by Add after Start, and by a second Start.
 var ErrStarted = errors.New("manager: already started")
 
-// New returns a Manager connected to the cluster cfg describes.
-func New(cfg config.Config, opts Options) (*Manager, error) {
+// New returns a Manager connected to the API server opts.Config (or the
+// kubeconfig, or the in-cluster service account) describes. It makes no
+// request.
+func New(opts Options) (*Manager, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 30 * time.Second
 	}
@@ -129,32 +160,58 @@ func New(cfg config.Config, opts Options) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics()
+	var cfg config.Config
+	if opts.Config != nil {
+		cfg = *opts.Config
+	} else {
+		c, err := config.Load(config.LoadOptions{InClusterFallback: true})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		cfg = c
+	}
+	m, err := newMetrics(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("manager: metrics: %w", err)
 	}
 	ct := rest.Protobuf
-	if opts.ContentType != nil {
-		ct = *opts.ContentType
+	if opts.JSON {
+		ct = rest.JSON
 	}
 	rc, err := rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log, Transport: opts.Transport})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
+	}
+	mapper := opts.Mapper
+	if mapper == nil {
+		disc := discovery.NewCached(discovery.New(rc, discovery.Options{}), discovery.CacheOptions{})
+		mapper = discovery.NewMapper(disc, discovery.MapperOptions{})
 	}
 	rec, err := events.New(rc, events.Options{Controller: opts.EventsController, Scheme: opts.Scheme, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	mgr := &Manager{
-		opts: opts, log: log, rc: rc, metrics: m, recorder: rec, addrs: map[string]net.Addr{},
-		factory: cache.NewFactory(cache.FactoryOptions{
-			REST: rc, Client: client.Options{Scheme: opts.Scheme, Mapper: opts.Mapper},
-			Namespace: opts.Namespace, Resync: opts.Resync, Logger: log,
+		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec,
+		clients: map[clientKey]any{}, addrs: map[string]net.Addr{},
+		factory: cache.NewFactory(rc, cache.FactoryOptions{
+			Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper},
+			Namespace: opts.Namespace, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
 		}),
 	}
 	mgr.runnables = append(mgr.runnables, rec)
 	return mgr, nil
 }
+
+// ClientOptions returns the client options for this manager's types: its
+// Scheme and Mapper. client.For[T](mgr.REST(), mgr.ClientOptions()) is a
+// live client for any type the manager knows.
+func (m *Manager) ClientOptions() client.Options {
+	return client.Options{Scheme: m.opts.Scheme, Mapper: m.mapper}
+}
+
+// Scheme returns the manager's Scheme (nil when none was given).
+func (m *Manager) Scheme() *runtime.Scheme { return m.opts.Scheme }
 
 // REST returns the manager's connection to the API server, for live
 // clients (client.For).
@@ -177,6 +234,10 @@ func (m *Manager) WebhookMetrics() webhook.Metrics { return m.metrics }
 func (m *Manager) ControllerOptions() controller.Options {
 	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log}
 }
+
+// Registry returns the manager's Prometheus registry, for a program's
+// own metrics: what is registered there is served on /metrics too.
+func (m *Manager) Registry() *prometheus.Registry { return m.metrics.reg }
 
 // MetricsHandler serves the manager's Prometheus registry.
 func (m *Manager) MetricsHandler() http.Handler {
@@ -253,10 +314,16 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 		})
 	}
+	m.mu.Lock()
+	errs := errors.Join(m.errs...)
+	m.mu.Unlock()
+	if errs != nil {
+		return errs
+	}
 	if err := m.serve(ctx, &wg); err != nil {
 		return err
 	}
-	m.factory.Start(ctx)
+	wg.Go(func() { _ = m.factory.Start(ctx) })
 
 	var leaders []Runnable
 	for _, r := range runnables {
@@ -270,7 +337,6 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Lock()
 		m.leading = true
 		m.mu.Unlock()
-		m.factory.Start(ctx) // informers made by runnables since
 		var lwg sync.WaitGroup
 		for _, r := range leaders {
 			lwg.Go(func() {
@@ -286,7 +352,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Unlock()
 	}
 	if le := m.opts.LeaderElection; le.Enabled {
-		leases, err := client.For[coordinationv1.Lease](ctx, m.rc, client.Options{})
+		leases, err := client.For[coordinationv1.Lease](m.rc, client.Options{})
 		if err != nil {
 			return err
 		}
@@ -384,22 +450,69 @@ func (m *Manager) ready(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// CachedClientFor returns a client for objects of type E that writes to the
-// API server and reads from the manager's shared informer for E, reading
-// its own writes (see cache.CachedClient). Its name says what it is: reads
-// come from the cache. The informer starts with the manager (or call
-// mgr.Factory().Start again if the manager runs already).
-func CachedClientFor[E any, T interface {
+// CachedClient returns the manager's client for objects of type E (such
+// as appsv1.Deployment, or a custom type of the Scheme): it reads from
+// the manager's shared informer for E, reading its own writes (see
+// cache.CachedClient), and writes to the API server. Its name says what
+// it is: reads come from the cache. opts, at most one, narrows the
+// informer (a namespace, selectors; a Resource for unstructured or
+// metadata-only objects). Every call for one type and options returns the
+// same client. It is a controller.Source too: a controller that Owns it
+// watches the same informer. An error (a type the manager does not know)
+// is returned by Start, and by the client's calls.
+func CachedClient[E any, T interface {
 	*E
 	client.Object
-}](ctx context.Context, m *Manager, opts cache.CachedClientOptions) (*cache.CachedClient[T], error) {
-	live, err := client.For[E, T](ctx, m.rc, client.Options{Scheme: m.opts.Scheme, Mapper: m.opts.Mapper})
+}](m *Manager, opts ...cache.InformerForOptions) *cache.CachedClient[T] {
+	var o cache.InformerForOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := clientKey{reflect.TypeFor[T](), o}
+	if c, ok := m.clients[key]; ok {
+		return c.(*cache.CachedClient[T])
+	}
+	c, err := newCachedClient[E, T](m, o)
+	if len(opts) > 1 {
+		err = errors.New("more than one InformerForOptions")
+	}
+	if err != nil {
+		m.errs = append(m.errs, fmt.Errorf("manager: client for %v: %w", key.typ, err))
+		c = cache.FailedCachedClient[T](err)
+	}
+	m.clients[key] = c
+	return c
+}
+
+// clientKey tells the manager's cached clients apart.
+type clientKey struct {
+	typ  reflect.Type
+	opts cache.InformerForOptions
+}
+
+func newCachedClient[E any, T interface {
+	*E
+	client.Object
+}](m *Manager, opts cache.InformerForOptions) (*cache.CachedClient[T], error) {
+	copts := m.ClientOptions()
+	copts.Resource = opts.Resource
+	live, err := client.For[E, T](m.rc, copts)
 	if err != nil {
 		return nil, err
 	}
-	inf, err := cache.InformerFor[E, T](ctx, m.factory, cache.InformerForOptions[T]{})
+	inf, err := cache.InformerFor[E, T](m.factory, opts)
 	if err != nil {
 		return nil, err
 	}
-	return cache.NewCachedClient(live, inf, opts)
+	return cache.NewCachedClient(live, inf, cache.CachedClientOptions{})
+}
+
+// SignalContext returns a context that ends on SIGINT or SIGTERM: what a
+// program's main gives Start, so that Ctrl-C or a Pod's termination stops
+// it gracefully.
+func SignalContext() context.Context {
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return ctx
 }

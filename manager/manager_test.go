@@ -68,7 +68,7 @@ const widgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourc
 
 func installWidgets(t *testing.T, rc *rest.Client) {
 	t.Helper()
-	crds, _ := client.For[unstructured.Unstructured](t.Context(), rc, client.Options{Resource: crdRes})
+	crds, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: crdRes})
 	var obj unstructured.Unstructured
 	if err := json.Unmarshal([]byte(widgetCRD), &obj.Object); err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func installWidgets(t *testing.T, rc *rest.Client) {
 	if _, err := crds.Create(t.Context(), &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	widgets, _ := client.For[unstructured.Unstructured](t.Context(), rc, client.Options{Resource: widgetRes})
+	widgets, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: widgetRes})
 	eventually(t, "the Widget CRD to serve", func() bool {
 		_, err := widgets.Namespace("default").List(t.Context(), metav1.ListOptions{})
 		return err == nil
@@ -97,83 +97,61 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // widgetReconciler keeps a ConfigMap "widget-<name>" whose data is the
-// widget's spec.data, owned by the widget, and deletes it when the
-// widget is gone. It reads through listers and writes through live clients.
+// widget's spec.data, owned by the widget. A finalizer on the widget lets
+// it delete the ConfigMap before the widget goes. It reads the ConfigMaps
+// from the cache and writes to the server.
 type widgetReconciler struct {
-	widgets    cache.Lister[*unstructured.Unstructured]
-	cms        cache.Lister[*corev1.ConfigMap]
-	cmClient   *client.Client[*corev1.ConfigMap]
+	widgets    client.Writer[*unstructured.Unstructured]
+	cms        client.ReadWriter[*corev1.ConfigMap]
 	reconciles atomic.Int64
 }
 
-func (r *widgetReconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
+const widgetFinalizer = "loom.dev/widget-configmap"
+
+func (r *widgetReconciler) Reconcile(ctx context.Context, w *unstructured.Unstructured) (controller.Result, error) {
 	r.reconciles.Add(1)
-	cms := r.cmClient.Namespace(req.Namespace)
-	name := "widget-" + req.Name
-	w, ok := r.widgets.Namespace(req.Namespace).Get(req.Name)
-	if !ok {
-		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.GetNamespace(), Name: "widget-" + w.GetName()}}
+	if w.GetDeletionTimestamp() != nil {
+		if !controller.HasFinalizer(w, widgetFinalizer) {
+			return controller.Result{}, nil
+		}
+		if err := r.cms.Delete(ctx, cm, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return controller.Result{}, err
 		}
-		return controller.Result{}, nil
-	}
-	data, _, _ := unstructured.NestedStringMap(w.Object, "spec", "data")
-	cur, ok := r.cms.Namespace(req.Namespace).Get(name)
-	if !ok {
-		t := true
-		_, err := cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"loom.dev/widget": req.Name},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.loom.dev/v1", Kind: "Widget", Name: w.GetName(), UID: w.GetUID(), Controller: &t, BlockOwnerDeletion: &t}}},
-			Data: data,
-		}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return controller.Result{}, fmt.Errorf("cache behind the server: %w", err) // retried
-		}
+		next := w.DeepCopy() // cached objects are shared: copy before changing
+		controller.RemoveFinalizer(next, widgetFinalizer)
+		_, err := r.widgets.Update(ctx, next, metav1.UpdateOptions{})
 		return controller.Result{}, err
 	}
-	if cur.OwnerReferences[0].UID != w.GetUID() {
-		// A configmap of an earlier widget of the same name: replace it.
-		return controller.Result{}, cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}})
+	if !controller.HasFinalizer(w, widgetFinalizer) {
+		next := w.DeepCopy()
+		controller.AddFinalizer(next, widgetFinalizer)
+		_, err := r.widgets.Update(ctx, next, metav1.UpdateOptions{})
+		return controller.Result{}, err // the update brings the widget back
 	}
-	if maps.Equal(cur.Data, data) {
-		return controller.Result{}, nil
-	}
-	next := cur.DeepCopy() // cached objects are shared: copy before changing
-	next.Data = data
-	_, err := cms.Update(ctx, next, metav1.UpdateOptions{})
+	data, _, _ := unstructured.NestedStringMap(w.Object, "spec", "data")
+	_, err := controller.CreateOrUpdate(ctx, r.cms, cm, func(cm *corev1.ConfigMap) error {
+		cm.Labels = map[string]string{"loom.dev/widget": w.GetName()}
+		cm.Data = data
+		return controller.SetControllerReference(w, cm)
+	})
 	return controller.Result{}, err // a 409 is retried from a fresh cache read
 }
 
 func TestConfigMapPerWidgetConvergesUnderChurn(t *testing.T) {
-	mgr, err := manager.New(cfg(t), manager.Options{HealthAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"})
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t)), HealthAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc := mgr.REST()
 	installWidgets(t, rc)
 	ctx := t.Context()
-	wInf, err := cache.InformerFor[unstructured.Unstructured](ctx, mgr.Factory(), cache.InformerForOptions[*unstructured.Unstructured]{Resource: widgetRes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmInf, err := cache.InformerFor[corev1.ConfigMap](ctx, mgr.Factory(), cache.InformerForOptions[*corev1.ConfigMap]{LabelSelector: "loom.dev/widget"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmClient, _ := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
-	rec := &widgetReconciler{widgets: wInf.Lister(), cms: cmInf.Lister(), cmClient: cmClient}
-	opts := mgr.ControllerOptions()
-	opts.Workers = 4
-	ctrl := controller.New("widgets", rec, opts)
-	if err := controller.For(ctrl, wInf); err != nil {
-		t.Fatal(err)
-	}
-	if err := controller.Owns(ctrl, cmInf, widgetRes); err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Add(ctrl); err != nil {
-		t.Fatal(err)
-	}
+	cmClient, _ := client.For[corev1.ConfigMap](rc, client.Options{})
+	liveWidgets, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: widgetRes})
+	cms := manager.CachedClient[corev1.ConfigMap](mgr)
+	rec := &widgetReconciler{widgets: liveWidgets.ReadWriter(), cms: cms}
+	controller.New(mgr, rec.Reconcile, controller.Options{Name: "widgets", Workers: 4,
+		For: cache.InformerForOptions{Resource: widgetRes}}).Owns(cms)
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
@@ -185,7 +163,7 @@ func TestConfigMapPerWidgetConvergesUnderChurn(t *testing.T) {
 	}()
 
 	// Churn: writers create, update and delete 20 widgets at random.
-	widgets, _ := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: widgetRes})
+	widgets, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: widgetRes})
 	widgets = widgets.Namespace("default")
 	var writes atomic.Int64
 	var wg sync.WaitGroup

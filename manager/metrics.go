@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/workqueue/prommetrics"
@@ -28,8 +29,18 @@ type metrics struct {
 	histos   sync.Map // controller -> prometheus.Observer
 }
 
-func newMetrics() (*metrics, error) {
-	reg := prometheus.NewRegistry()
+// newMetrics registers the manager's series in reg; a nil reg means a new
+// registry with the Go runtime and process collectors.
+func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		if err := reg.Register(collectors.NewGoCollector()); err != nil {
+			return nil, err
+		}
+		if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, err
+		}
+	}
 	m := &metrics{
 		reg: reg,
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -19,12 +19,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/cache"
-	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
@@ -109,54 +109,65 @@ func (s *soakAPI) apply(typ watch.EventType, obj *corev1.ConfigMap) (*corev1.Con
 	return out, 0
 }
 
-// List and Watch make soakAPI the informer's ListerWatcher.
-func (s *soakAPI) List(ctx context.Context, _ metav1.ListOptions) (*client.List[*corev1.ConfigMap], error) {
+// list answers a LIST of ConfigMaps.
+func (s *soakAPI) list(req *http.Request) *http.Response {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := &client.List[*corev1.ConfigMap]{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(s.rv, 10)}}
+	l := corev1.ConfigMapList{TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"},
+		ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(s.rv, 10)}}
 	for _, o := range s.objs {
-		l.Items = append(l.Items, o.DeepCopy())
+		l.Items = append(l.Items, *o)
 	}
-	return l, nil
+	b, _ := json.Marshal(&l)
+	s.mu.Unlock()
+	return soakResponse(req, http.StatusOK, b)
 }
 
-func (s *soakAPI) Watch(ctx context.Context, o metav1.ListOptions) (cache.Watch[*corev1.ConfigMap], error) {
-	if o.SendInitialEvents != nil && *o.SendInitialEvents {
-		return nil, &rest.StatusError{ErrStatus: metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest, Message: "no streaming lists here"}}
+// watch answers a WATCH of ConfigMaps: the changes from now on, as JSON
+// events, until the request's timeoutSeconds or its end. (It does not
+// replay from the resourceVersion asked for: the soak test writes nothing
+// between the informer's list and its watch.)
+func (s *soakAPI) watch(req *http.Request) *http.Response {
+	q := req.URL.Query()
+	if q.Get("sendInitialEvents") == "true" {
+		return soakStatus(req, http.StatusBadRequest) // the reflector falls back to lists
 	}
-	w := &soakWatch{s: s, ch: make(chan rest.Event[*corev1.ConfigMap], 64), ctx: ctx, stop: make(chan struct{})}
+	timeout, _ := strconv.Atoi(q.Get("timeoutSeconds"))
+	w := &soakWatch{ch: make(chan rest.Event[*corev1.ConfigMap], 64), stop: make(chan struct{})}
 	s.mu.Lock()
 	s.watchers[w] = struct{}{}
 	s.mu.Unlock()
-	return w, nil
+	pr, pw := io.Pipe()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.watchers, w)
+			s.mu.Unlock()
+			close(w.stop)
+			pw.Close()
+		}()
+		t := time.NewTimer(time.Duration(max(timeout, 1)) * time.Second)
+		defer t.Stop()
+		enc := json.NewEncoder(pw)
+		for {
+			select {
+			case ev := <-w.ch:
+				if err := enc.Encode(map[string]any{"type": ev.Type, "object": ev.Object}); err != nil {
+					return // the client went away
+				}
+			case <-t.C:
+				return
+			case <-req.Context().Done():
+				return
+			}
+		}
+	}()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: pr, Request: req}
 }
 
+// soakWatch is one watch's queue of events.
 type soakWatch struct {
-	s    *soakAPI
 	ch   chan rest.Event[*corev1.ConfigMap]
-	ctx  context.Context
-	stop chan struct{}
-	once sync.Once
-}
-
-func (w *soakWatch) Next() (rest.Event[*corev1.ConfigMap], error) {
-	select {
-	case ev := <-w.ch:
-		return ev, nil
-	case <-w.ctx.Done():
-		return rest.Event[*corev1.ConfigMap]{}, w.ctx.Err()
-	case <-w.stop:
-		return rest.Event[*corev1.ConfigMap]{}, io.EOF
-	}
-}
-
-func (w *soakWatch) Stop() {
-	w.once.Do(func() {
-		close(w.stop)
-		w.s.mu.Lock()
-		delete(w.s.watchers, w)
-		w.s.mu.Unlock()
-	})
+	stop chan struct{} // closed when the watch has ended
 }
 
 // RoundTrip answers the requests of Loom's REST client: ConfigMap writes,
@@ -173,6 +184,11 @@ func (s *soakAPI) RoundTrip(req *http.Request) (*http.Response, error) {
 			return soakResponse(req, http.StatusCreated, body), nil
 		}
 		return soakResponse(req, http.StatusOK, []byte(`{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{}}`)), nil
+	case p == "/api/v1/namespaces/"+soakNamespace+"/configmaps" && req.Method == http.MethodGet:
+		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+			return s.watch(req), nil
+		}
+		return s.list(req), nil
 	case strings.HasPrefix(p, "/api/v1/namespaces/"+soakNamespace+"/configmaps"):
 		var in corev1.ConfigMap
 		typ := watch.Deleted
@@ -250,24 +266,16 @@ func soakSteps() int {
 func TestSoakStaysFlat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newSoakAPI()
-		jsonWire := rest.JSON
-		mgr, err := manager.New(config.Config{Host: "https://soak.invalid"}, manager.Options{
-			Transport: api, ContentType: &jsonWire, EventsController: "soak",
+		mgr, err := manager.New(manager.Options{Config: new(config.Config{Host: "https://soak.invalid"}),
+			Transport: api, JSON: true, EventsController: "soak",
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 
-		inf := cache.NewInformer[*corev1.ConfigMap](api, cache.InformerOptions[*corev1.ConfigMap]{})
-		live, err := client.For[corev1.ConfigMap](ctx, mgr.REST(), client.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc, err := cache.NewCachedClient(live.Namespace(soakNamespace), inf, cache.CachedClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cc := manager.CachedClient[corev1.ConfigMap](mgr)
+		inf := cc.Informer()
 		// A handler with a buffer of its own, to measure how far behind a
 		// buffered handler gets.
 		var handled atomic.Int64
@@ -280,9 +288,12 @@ func TestSoakStaysFlat(t *testing.T) {
 			t.Fatal(err)
 		}
 		var touched, conflicts atomic.Int64
-		ctrl := controller.New("soak", controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
-			obj, ok, err := cc.Get(ctx, req.Namespace, req.Name)
-			if err != nil || !ok || obj.Annotations["soak"] != "" {
+		reconcile := func(ctx context.Context, req *corev1.ConfigMap) (controller.Result, error) {
+			obj, err := cc.Get(ctx, req.Namespace, req.Name)
+			if apierrors.IsNotFound(err) || err == nil && obj.Annotations["soak"] != "" {
+				return controller.Result{}, nil
+			}
+			if err != nil {
 				return controller.Result{}, err
 			}
 			next := obj.DeepCopy()
@@ -299,23 +310,21 @@ func TestSoakStaysFlat(t *testing.T) {
 			touched.Add(1)
 			mgr.Recorder().Event(next, corev1.EventTypeNormal, "Touched", "the soak test touched it")
 			return controller.Result{}, nil
-		}), mgr.ControllerOptions())
-		if err := controller.For(ctrl, inf); err != nil {
-			t.Fatal(err)
 		}
 		// A CRD gate whose runnable fails at once, every time, as one whose
 		// informers RBAC forbids would.
 		var gateMu sync.Mutex
 		var gateCtxs []context.Context
-		gate := manager.WhenCRDEstablished(mgr, soakCRD, func(ctx context.Context, _ *cache.Factory) (manager.Runnable, error) {
-			return manager.RunnableFunc(func(ctx context.Context) error {
+		gate := manager.WhenCRDEstablished(mgr, soakCRD, func(m controller.Manager) error {
+			return m.Add(manager.RunnableFunc(func(ctx context.Context) error {
 				gateMu.Lock()
 				gateCtxs = append(gateCtxs, ctx)
 				gateMu.Unlock()
 				return errors.New("forbidden")
-			}), nil
+			}))
 		})
-		for _, r := range []manager.Runnable{inf, ctrl, gate} {
+		controller.New(mgr, reconcile, controller.Options{Name: "soak"})
+		for _, r := range []manager.Runnable{gate} {
 			if err := mgr.Add(r); err != nil {
 				t.Fatal(err)
 			}

@@ -109,7 +109,7 @@ func (i *Injector) Inject(ctx context.Context, caBundle []byte) error {
 	}
 	var errs []error
 	if len(i.ValidatingConfigs) > 0 {
-		c, err := client.For[admissionregistrationv1.ValidatingWebhookConfiguration](ctx, i.REST, client.Options{})
+		c, err := client.For[admissionregistrationv1.ValidatingWebhookConfiguration](i.REST, client.Options{})
 		if err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (i *Injector) Inject(ctx context.Context, caBundle []byte) error {
 		}
 	}
 	if len(i.MutatingConfigs) > 0 {
-		c, err := client.For[admissionregistrationv1.MutatingWebhookConfiguration](ctx, i.REST, client.Options{})
+		c, err := client.For[admissionregistrationv1.MutatingWebhookConfiguration](i.REST, client.Options{})
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func (i *Injector) Inject(ctx context.Context, caBundle []byte) error {
 		}
 	}
 	if len(i.CRDs) > 0 {
-		c, err := client.For[unstructured.Unstructured](ctx, i.REST, client.Options{Resource: crd.Resource})
+		c, err := client.For[unstructured.Unstructured](i.REST, client.Options{Resource: crd.Resource})
 		if err != nil {
 			return err
 		}

@@ -81,13 +81,13 @@ func injectFixtures(t *testing.T, rc *rest.Client) (vc *client.Client[*admission
 	t.Helper()
 	ctx := t.Context()
 	var err error
-	if vc, err = client.For[admissionregistrationv1.ValidatingWebhookConfiguration](ctx, rc, client.Options{}); err != nil {
+	if vc, err = client.For[admissionregistrationv1.ValidatingWebhookConfiguration](rc, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if mc, err = client.For[admissionregistrationv1.MutatingWebhookConfiguration](ctx, rc, client.Options{}); err != nil {
+	if mc, err = client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if crds, err = client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: crd.Resource}); err != nil {
+	if crds, err = client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource}); err != nil {
 		t.Fatal(err)
 	}
 	path := "/validate-things"

@@ -107,7 +107,7 @@ func adminREST(t *testing.T) *rest.Client {
 // scoped to it.
 func namespace(t *testing.T, rc *rest.Client, prefix string) string {
 	t.Helper()
-	nss, err := client.For[corev1.Namespace](t.Context(), rc, client.Options{})
+	nss, err := client.For[corev1.Namespace](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +131,11 @@ func registerWebhooks(t *testing.T, rc *rest.Client, ns, url string, bundle []by
 	nsSel := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
 	objSel := &metav1.LabelSelector{MatchLabels: labelSelector}
 	name := ns + "-" + strings.ToLower(string(policy))
-	vcs, err := client.For[admissionregistrationv1.ValidatingWebhookConfiguration](t.Context(), rc, client.Options{})
+	vcs, err := client.For[admissionregistrationv1.ValidatingWebhookConfiguration](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcs, err := client.For[admissionregistrationv1.MutatingWebhookConfiguration](t.Context(), rc, client.Options{})
+	mcs, err := client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestServerThroughAPIServer(t *testing.T) {
 	r := startServer(t)
 	labels := map[string]string{"webhooked": "yes"}
 	registerWebhooks(t, rc, ns, r.url, r.certs.CABundle(), admissionregistrationv1.Fail, labels)
-	cms, err := client.For[corev1.ConfigMap](t.Context(), rc, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestRotationDuringAdmissionStream(t *testing.T) {
 	r := startServer(t)
 	labels := map[string]string{"webhooked": "yes"}
 	registerWebhooks(t, rc, ns, r.url, r.certs.CABundle(), admissionregistrationv1.Fail, labels)
-	cms, err := client.For[corev1.ConfigMap](t.Context(), rc, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestFailurePolicy(t *testing.T) {
 	ignoreLabels := map[string]string{"policy": "ignore"}
 	registerWebhooks(t, rc, ns, r.url, r.certs.CABundle(), admissionregistrationv1.Fail, failLabels)
 	registerWebhooks(t, rc, ns, r.url, r.certs.CABundle(), admissionregistrationv1.Ignore, ignoreLabels)
-	cms, err := client.For[corev1.ConfigMap](t.Context(), rc, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
@@ -144,38 +144,23 @@ func runLoom(ctx context.Context, kubeconfig, ns string, rec *recorder, ready fu
 		return err
 	}
 	// Loom's REST client has no client-side rate limit by default.
-	mgr, err := manager.New(cfg, manager.Options{Namespace: ns, ShutdownTimeout: 5 * time.Second})
-	if err != nil {
-		return err
-	}
-	iopts := cache.InformerForOptions[*corev1.ConfigMap]{}
+	opts := manager.Options{Config: new(cfg), Namespace: ns, ShutdownTimeout: 5 * time.Second}
 	if rec.arrival {
-		iopts.TransformName = "arrival"
-		iopts.Transform = func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-			rec.arrive(cm.Namespace+"/"+cm.Name, cm.Annotations)
-			return cm, nil
+		opts.Transform = func(obj client.Object) (client.Object, error) {
+			rec.arrive(obj.GetNamespace()+"/"+obj.GetName(), obj.GetAnnotations())
+			return obj, nil
 		}
 	}
-	inf, err := cache.InformerFor[corev1.ConfigMap](ctx, mgr.Factory(), iopts)
+	mgr, err := manager.New(opts)
 	if err != nil {
 		return err
 	}
-	lister := inf.Lister()
-	c := controller.New("bench", controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
-		cm, ok := lister.Namespace(req.Namespace).Get(req.Name)
-		var ann map[string]string
-		if ok {
-			ann = cm.Annotations
-		}
-		rec.observe(req.Namespace+"/"+req.Name, ann, ok)
+	// Loom hands the reconciler the cached object itself (shared, not
+	// copied), as controller-runtime does with UnsafeDisableDeepCopy.
+	controller.New(mgr, func(ctx context.Context, cm *corev1.ConfigMap) (controller.Result, error) {
+		rec.observe(cm.Namespace+"/"+cm.Name, cm.Annotations, true)
 		return controller.Result{}, nil
-	}), mgr.ControllerOptions())
-	if err := controller.For(c, inf); err != nil {
-		return err
-	}
-	if err := mgr.Add(c); err != nil {
-		return err
-	}
+	}, controller.Options{Name: "bench"})
 	ready(loomFramework{mgr})
 	return mgr.Start(ctx)
 }

@@ -31,7 +31,7 @@ func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podIn
 	if err != nil {
 		return nil, err
 	}
-	pods, err := client.For[corev1.Pod](ctx, rc, client.Options{})
+	pods, err := client.For[corev1.Pod](rc, client.Options{})
 	if err != nil {
 		return nil, err
 	}

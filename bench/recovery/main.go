@@ -284,14 +284,14 @@ func (b *bench) setUp(ctx context.Context, objects int) error {
 	if err != nil {
 		return err
 	}
-	nss, err := client.For[corev1.Namespace](ctx, rc, client.Options{})
+	nss, err := client.For[corev1.Namespace](rc, client.Options{})
 	if err != nil {
 		return err
 	}
 	if _, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	cms, err := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		return err
 	}
@@ -517,7 +517,7 @@ func startLoom(ctx context.Context, kubeconfig []byte) (*informer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cms, err := client.For[corev1.ConfigMap](ctx, rc, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/discovery"
 	atv1alpha1 "github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	atconfig "github.com/loom-k8s/loom/examples/at/config"
 	atoperator "github.com/loom-k8s/loom/examples/at/operator"
@@ -190,7 +191,7 @@ func (f *getFixture) testOutputDecodes(t *testing.T) {
 // event type, under the table's header; and a watch of one object by name.
 func (f *getFixture) testWatch(t *testing.T) {
 	ctx := t.Context()
-	cms, _ := client.For[corev1.ConfigMap](ctx, f.rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](f.rc, client.Options{})
 	cms = cms.Namespace("get-watch")
 	labels := map[string]string{"app": "watched"}
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "first", Labels: labels}}, metav1.CreateOptions{}); err != nil {
@@ -249,7 +250,7 @@ func (f *getFixture) testWatch(t *testing.T) {
 // its process saw the change.
 func (f *getFixture) testWatchMatchesKubectl(t *testing.T) {
 	ctx := t.Context()
-	cms, _ := client.For[corev1.ConfigMap](ctx, f.rc, client.Options{})
+	cms, _ := client.For[corev1.ConfigMap](f.rc, client.Options{})
 	cms = cms.Namespace("get-watch")
 	labels := map[string]string{"app": "compared"}
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c-one", Labels: labels}}, metav1.CreateOptions{}); err != nil {
@@ -422,13 +423,13 @@ func newGetFixture(t *testing.T) *getFixture {
 func (f *getFixture) setup(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	nss, _ := client.For[corev1.Namespace](ctx, f.rc, client.Options{})
+	nss, _ := client.For[corev1.Namespace](f.rc, client.Options{})
 	for _, ns := range []string{"get-other", "get-watch"} {
 		if _, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
-	deploys, _ := client.For[appsv1.Deployment](ctx, f.rc, client.Options{})
+	deploys, _ := client.For[appsv1.Deployment](f.rc, client.Options{})
 	two := int32(2)
 	labels := map[string]string{"app": "web"}
 	if _, err := deploys.Namespace("default").Create(ctx, &appsv1.Deployment{
@@ -438,7 +439,7 @@ func (f *getFixture) setup(ctx context.Context) error {
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	pods, _ := client.For[corev1.Pod](ctx, f.rc, client.Options{})
+	pods, _ := client.For[corev1.Pod](f.rc, client.Options{})
 	if _, err := pods.Namespace("get-other").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "solo", Labels: map[string]string{"app": "solo", "tier": "back"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
@@ -453,7 +454,7 @@ func (f *getFixture) setup(ctx context.Context) error {
 	if err := crd.Install(ctx, f.rc, []*unstructured.Unstructured{&c}, crd.Options{}); err != nil {
 		return err
 	}
-	ws, err := client.For[unstructured.Unstructured](ctx, f.rc, client.Options{Resource: client.Resource{
+	ws, err := client.For[unstructured.Unstructured](f.rc, client.Options{Resource: client.Resource{
 		Resource:   schema.GroupVersionResource{Group: "loom.example", Version: "v1", Resource: "widgets"},
 		Kind:       schema.GroupVersionKind{Group: "loom.example", Version: "v1", Kind: "Widget"},
 		Namespaced: true,
@@ -482,7 +483,7 @@ func (f *getFixture) setup(ctx context.Context) error {
 	if err := crd.Install(ctx, f.rc, atCRDs, crd.Options{}); err != nil {
 		return err
 	}
-	ats, err := client.For[atv1alpha1.At](ctx, f.rc, client.Options{Resource: atoperator.Resource, Scheme: atoperator.Scheme()})
+	ats, err := client.For[atv1alpha1.At](f.rc, client.Options{Scheme: atoperator.Scheme(), Mapper: discovery.MapperFor(f.rc)})
 	if err != nil {
 		return err
 	}

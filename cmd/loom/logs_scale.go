@@ -42,7 +42,7 @@ func runLogs(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pods, err := client.For[corev1.Pod](ctx, rc, client.Options{})
+	pods, err := client.For[corev1.Pod](rc, client.Options{})
 	if err != nil {
 		return err
 	}

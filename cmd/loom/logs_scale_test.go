@@ -29,7 +29,7 @@ func TestLogsAndScale(t *testing.T) {
 	}
 	defer rc.CloseIdleConnections()
 	ctx := t.Context()
-	deploys, _ := client.For[appsv1.Deployment](ctx, rc, client.Options{})
+	deploys, _ := client.For[appsv1.Deployment](rc, client.Options{})
 	one := int32(1)
 	labels := map[string]string{"app": "web"}
 	if _, err := deploys.Namespace("default").Create(ctx, &appsv1.Deployment{
@@ -59,7 +59,7 @@ func TestLogsAndScale(t *testing.T) {
 	if err := env.AppendPodLog("hello from loom", "second line"); err != nil {
 		t.Fatal(err)
 	}
-	pods, _ := client.For[corev1.Pod](ctx, rc, client.Options{})
+	pods, _ := client.For[corev1.Pod](rc, client.Options{})
 	var pod string
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/rest"
@@ -60,7 +61,7 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return fmt.Errorf("is the operator running? %w", err)
 	}
 	say("CRD %s is established (v1alpha1 and v1beta1, converted by the operator's webhook)", operator.CRDName)
-	ats, err := client.For[v1alpha1.At](ctx, rc, client.Options{Resource: operator.Resource, Scheme: operator.Scheme()})
+	ats, err := client.For[v1alpha1.At](rc, client.Options{Scheme: operator.Scheme(), Mapper: discovery.MapperFor(rc)})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/crd"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/operator"
@@ -75,7 +76,7 @@ func TestAtEndToEnd(t *testing.T) {
 		})
 	})
 
-	ats, err := client.For[v1alpha1.At](ctx, rc, client.Options{Resource: operator.Resource, Scheme: operator.Scheme()})
+	ats, err := client.For[v1alpha1.At](rc, client.Options{Scheme: operator.Scheme(), Mapper: discovery.MapperFor(rc)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestAtEndToEnd(t *testing.T) {
 	if !hasString(done.Finalizers, operator.Finalizer) {
 		t.Errorf("finalizers %v, want %s", done.Finalizers, operator.Finalizer)
 	}
-	pods, err := client.For[corev1.Pod](ctx, rc, client.Options{})
+	pods, err := client.For[corev1.Pod](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestAtEndToEnd(t *testing.T) {
 	}
 
 	// The operator told the story in events.
-	evs, err := client.For[eventsv1.Event](ctx, rc, client.Options{})
+	evs, err := client.For[eventsv1.Event](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,13 +26,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/discovery"
 	atconfig "github.com/loom-k8s/loom/examples/at/config"
 	"github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/manager"
@@ -131,7 +131,7 @@ func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, webho
 		return err
 	}
 	if webhooks {
-		live, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: crd.Resource})
+		live, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource})
 		if err != nil {
 			return err
 		}
@@ -161,10 +161,14 @@ func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, webho
 	if err != nil {
 		return err
 	}
+	mapper := discovery.MapperFor(rc)
 	for _, obj := range configs {
 		gvk := obj.GroupVersionKind()
-		res := client.Resource{Kind: gvk, Resource: gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s")}
-		c, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: res})
+		res, err := mapper.RESTMapping(ctx, gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		c, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: res})
 		if err != nil {
 			return err
 		}

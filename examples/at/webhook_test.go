@@ -13,6 +13,7 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/examples/at/operator"
@@ -44,12 +45,12 @@ func TestAtWebhooks(t *testing.T) {
 			Logger:   testLogger(t),
 		})
 	})
-	alpha, err := client.For[v1alpha1.At](ctx, rc, client.Options{Resource: operator.Resource, Scheme: operator.Scheme()})
+	opts := client.Options{Scheme: operator.Scheme(), Mapper: discovery.MapperFor(rc)}
+	alpha, err := client.For[v1alpha1.At](rc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	beta, err := client.For[v1beta1.At](ctx, rc, client.Options{Scheme: operator.Scheme(), Resource: client.Resource{
-		Resource: v1beta1.GroupVersion.WithResource("ats"), Kind: v1beta1.GroupVersion.WithKind("At"), Namespaced: true}})
+	beta, err := client.For[v1beta1.At](rc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -541,7 +541,7 @@ func loomPizzas(t *testing.T, env *testenv.Env) *client.Client[*unstructured.Uns
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.For[unstructured.Unstructured](t.Context(), rc, client.Options{Resource: pizzasV1beta1})
+	c, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: pizzasV1beta1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func register(ctx context.Context, kubeconfig string, port int, certDir string) 
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	services, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: client.Resource{
+	services, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: client.Resource{
 		Resource:   schema.GroupVersionResource{Version: "v1", Resource: "services"},
 		Kind:       schema.GroupVersionKind{Version: "v1", Kind: "Service"},
 		Namespaced: true,
@@ -53,7 +53,7 @@ func register(ctx context.Context, kubeconfig string, port int, certDir string) 
 	if err != nil {
 		return err
 	}
-	apiServices, err := client.For[unstructured.Unstructured](ctx, rc, client.Options{Resource: client.Resource{
+	apiServices, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: client.Resource{
 		Resource: schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"},
 		Kind:     schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
 	}})

@@ -40,7 +40,7 @@ var crd = &unstructured.Unstructured{Object: map[string]any{
 func run(ctx context.Context, conn *cluster.Conn) error {
 
 	// CRDs are not in k8s.io/api, so they too go through the dynamic client.
-	crds, err := client.For[unstructured.Unstructured](ctx, conn.REST, client.Options{Resource: client.Resource{
+	crds, err := client.For[unstructured.Unstructured](conn.REST, client.Options{Resource: client.Resource{
 		Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
 		Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
 	}})
@@ -69,7 +69,7 @@ func run(ctx context.Context, conn *cluster.Conn) error {
 	}
 	fmt.Printf("gdg is %s (namespaced: %v)\n", m.Resource, m.Namespaced)
 
-	gadgets, err := client.For[unstructured.Unstructured](ctx, conn.REST, client.Options{Resource: m})
+	gadgets, err := client.For[unstructured.Unstructured](conn.REST, client.Options{Resource: m})
 	if err != nil {
 		return err
 	}

@@ -82,12 +82,12 @@ func TestFooEndToEnd(t *testing.T) {
 		})
 	})
 
-	foos, err := client.For[v1alpha1.Foo](ctx, rc, client.Options{Resource: operator.Resource, Scheme: operator.Scheme()})
+	foos, err := client.For[v1alpha1.Foo](rc, client.Options{Scheme: v1alpha1.Scheme(), Mapper: discovery.MapperFor(rc)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	foos = foos.Namespace("default")
-	deps, err := client.For[appsv1.Deployment](ctx, rc, client.Options{})
+	deps, err := client.For[appsv1.Deployment](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestFooEndToEnd(t *testing.T) {
 		c := controller.FindStatusCondition(foo.Status.Conditions, operator.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == operator.ReasonConflict, fmt.Sprintf("%+v", c)
 	})
-	evs, err := client.For[eventsv1.Event](ctx, rc, client.Options{})
+	evs, err := client.For[eventsv1.Event](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestIngressEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := operator.Setup(ctx, mgr); err != nil {
+	if err := operator.Setup(mgr); err != nil {
 		t.Fatal(err)
 	}
 	e2e.Run(t, mgr.Start)
@@ -87,15 +87,15 @@ func TestIngressEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.CloseIdleConnections()
-	svcClient, err := client.For[corev1.Service](ctx, rc, client.Options{})
+	svcClient, err := client.For[corev1.Service](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ingClient, err := client.For[networkingv1.Ingress](ctx, rc, client.Options{})
+	ingClient, err := client.For[networkingv1.Ingress](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	evClient, err := client.For[eventsv1.Event](ctx, rc, client.Options{})
+	evClient, err := client.For[eventsv1.Event](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

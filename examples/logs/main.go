@@ -26,7 +26,7 @@ func main() { cluster.Main("logs", testenv.Options{Controllers: true, Scheduler:
 
 func run(ctx context.Context, conn *cluster.Conn) error {
 
-	pods, err := client.For[corev1.Pod](ctx, conn.REST, client.Options{})
+	pods, err := client.For[corev1.Pod](conn.REST, client.Options{})
 	if err != nil {
 		return err
 	}

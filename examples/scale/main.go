@@ -22,7 +22,7 @@ func main() { cluster.Main("scale", testenv.Options{}, run) }
 
 func run(ctx context.Context, conn *cluster.Conn) error {
 
-	deploys, err := client.For[appsv1.Deployment](ctx, conn.REST, client.Options{})
+	deploys, err := client.For[appsv1.Deployment](conn.REST, client.Options{})
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func main() { cluster.Main("typed", testenv.Options{}, run) }
 func run(ctx context.Context, conn *cluster.Conn) error {
 
 	// One generic client per type; no generated code.
-	cms, err := client.For[corev1.ConfigMap](ctx, conn.REST, client.Options{})
+	cms, err := client.For[corev1.ConfigMap](conn.REST, client.Options{})
 	if err != nil {
 		return err
 	}

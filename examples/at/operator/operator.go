@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,13 +42,6 @@ const Finalizer = "cnat.programming-kubernetes.info/stop-pod"
 // selects on it, so the operator caches its own Pods only.
 const PodLabel = "cnat.programming-kubernetes.info/at"
 
-// Resource is where At objects live.
-var Resource = client.Resource{
-	Resource:   v1alpha1.GroupVersion.WithResource("ats"),
-	Kind:       v1alpha1.GroupVersion.WithKind("At"),
-	Namespaced: true,
-}
-
 // Options configure Run. The zero value is valid.
 type Options struct {
 	// Namespace limits the operator to one namespace. Default "": all.
@@ -68,20 +62,21 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Scheme returns a scheme with the At types of both versions.
-func Scheme() *runtime.Scheme {
+// Scheme returns a Scheme with the At types of both versions. It is made
+// once; do not change it.
+func Scheme() *runtime.Scheme { return scheme() }
+
+var scheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, v1beta1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err) // only a programming error in AddToScheme can fail
-		}
+		_ = add(s) // they cannot fail
 	}
 	return s
-}
+})
 
 // Run runs the At operator until ctx ends (or leadership is lost).
 func Run(ctx context.Context, cfg config.Config, opts Options) error {
-	mgr, err := manager.New(cfg, manager.Options{
+	mgr, err := manager.New(manager.Options{Config: new(cfg),
 		Namespace:        opts.Namespace,
 		Scheme:           Scheme(),
 		LeaderElection:   opts.LeaderElection,
@@ -93,7 +88,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, opts.Now); err != nil {
+	if err := Setup(mgr, opts.Now); err != nil {
 		return err
 	}
 	if opts.Webhooks != nil {
@@ -106,70 +101,46 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	return mgr.Start(ctx)
 }
 
-// Setup adds the At controller, with its informers, to mgr (whose Scheme
-// must have the At types). now may be nil for time.Now.
-func Setup(ctx context.Context, mgr *manager.Manager, now func() time.Time) error {
+// Setup adds the At controller to mgr (whose Scheme must have the At
+// types). now may be nil for time.Now.
+func Setup(mgr *manager.Manager, now func() time.Time) error {
 	if now == nil {
 		now = time.Now
 	}
-	ats, err := cache.InformerFor[v1alpha1.At](ctx, mgr.Factory(), cache.InformerForOptions[*v1alpha1.At]{Resource: Resource})
-	if err != nil {
-		return err
-	}
-	pods, err := cache.InformerFor[corev1.Pod](ctx, mgr.Factory(), cache.InformerForOptions[*corev1.Pod]{LabelSelector: PodLabel})
-	if err != nil {
-		return err
-	}
-	atClient, err := client.For[v1alpha1.At](ctx, mgr.REST(), client.Options{Resource: Resource, Scheme: Scheme()})
-	if err != nil {
-		return err
-	}
-	podClient, err := client.For[corev1.Pod](ctx, mgr.REST(), client.Options{})
-	if err != nil {
-		return err
-	}
-	r := &Reconciler{Ats: atClient, Pods: podClient, AtCache: ats.Lister(), PodCache: pods.Lister(),
-		Events: mgr.Recorder(), Scheme: Scheme(), Now: now}
-	c := controller.New("at", r, mgr.ControllerOptions())
-	if err := controller.For(c, ats, controller.ResourceVersionChanged[*v1alpha1.At]()); err != nil {
-		return err
-	}
-	if err := controller.Owns(c, pods, Resource); err != nil {
-		return err
-	}
-	return mgr.Add(c)
+	pods := manager.CachedClient[corev1.Pod](mgr, cache.InformerForOptions{LabelSelector: PodLabel}) // its own Pods only
+	r := &Reconciler{Ats: manager.CachedClient[v1alpha1.At](mgr), Pods: pods, Events: mgr.Recorder(), Now: now}
+	controller.New(mgr, r.Reconcile, controller.Options{Name: "at"}).
+		Filter(controller.ResourceVersionChanged()).
+		Owns(pods)
+	return nil
 }
 
 // Reconciler moves one At a step towards DONE. It reads from the caches
-// (listers) and writes to the server.
+// and writes to the server, through the manager's cached clients.
 type Reconciler struct {
-	Ats      *client.Client[*v1alpha1.At]
-	Pods     *client.Client[*corev1.Pod]
-	AtCache  cache.Lister[*v1alpha1.At]
-	PodCache cache.Lister[*corev1.Pod]
-	Events   *events.Recorder
-	Scheme   *runtime.Scheme
-	Now      func() time.Time
+	Ats    client.Writer[*v1alpha1.At]
+	Pods   client.ReadWriter[*corev1.Pod]
+	Events *events.Recorder
+	Now    func() time.Time
 }
 
-// Reconcile implements controller.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
-	at, ok := r.AtCache.Namespace(req.Namespace).Get(req.Name)
-	if !ok {
-		return controller.Result{}, nil // gone; its Pod goes with it (owner reference)
-	}
-	ats, pods := r.Ats.Namespace(at.Namespace), r.Pods.Namespace(at.Namespace)
+// Reconcile moves at a step towards DONE.
+func (r *Reconciler) Reconcile(ctx context.Context, at *v1alpha1.At) (controller.Result, error) {
 	if at.DeletionTimestamp != nil {
 		return r.finalize(ctx, at)
 	}
 	if !controller.HasFinalizer(at, Finalizer) {
 		next := at.DeepCopy()
 		controller.AddFinalizer(next, Finalizer)
-		_, err := ats.Update(ctx, next, metav1.UpdateOptions{})
+		_, err := r.Ats.Update(ctx, next, metav1.UpdateOptions{})
 		return controller.Result{}, err // the update brings us back
 	}
 
-	pod, ok := r.PodCache.Namespace(at.Namespace).Get(podName(at))
+	pod, err := r.Pods.Get(ctx, at.Namespace, podName(at))
+	ok := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return controller.Result{}, err
+	}
 	if ok && !controller.IsControlledBy(pod, at) {
 		r.Events.Eventf(at, corev1.EventTypeWarning, "PodNameTaken", "pod %s exists and is not this At's", pod.Name)
 		return controller.Result{}, controller.TerminalError(fmt.Errorf("pod %s/%s is not owned by at %s", pod.Namespace, pod.Name, at.Name))
@@ -183,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 		return controller.Result{}, controller.TerminalError(err)
 	}
 	if st.createPod {
-		if err := r.createPod(ctx, pods, at); err != nil {
+		if err := r.createPod(ctx, at); err != nil {
 			return controller.Result{}, err
 		}
 	}
@@ -201,7 +172,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 			}
 			controller.SetObservedStatusCondition(&next.Status.Conditions, next, c)
 		}
-		if _, err := ats.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+		if _, err := r.Ats.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
 			return controller.Result{}, err // a conflict: the next attempt reads fresh state
 		}
 	}
@@ -211,7 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	return controller.Result{RequeueAfter: st.requeue}, nil
 }
 
-func (r *Reconciler) createPod(ctx context.Context, pods *client.Client[*corev1.Pod], at *v1alpha1.At) error {
+func (r *Reconciler) createPod(ctx context.Context, at *v1alpha1.At) error {
 	image := at.Spec.Image
 	if image == "" {
 		image = "busybox:1.37"
@@ -223,10 +194,10 @@ func (r *Reconciler) createPod(ctx context.Context, pods *client.Client[*corev1.
 			Containers:    []corev1.Container{{Name: "at", Image: image, Command: []string{"sh", "-c", at.Spec.Command}}},
 		},
 	}
-	if err := controller.SetControllerReference(at, pod, r.Scheme); err != nil {
+	if err := controller.SetControllerReference(at, pod); err != nil {
 		return err
 	}
-	_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	_, err := r.Pods.Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil // made by an earlier attempt; the cache was behind
 	}
@@ -240,7 +211,7 @@ func (r *Reconciler) finalize(ctx context.Context, at *v1alpha1.At) (controller.
 	if !controller.HasFinalizer(at, Finalizer) {
 		return controller.Result{}, nil
 	}
-	err := r.Pods.Namespace(at.Namespace).Delete(ctx, podName(at), metav1.DeleteOptions{})
+	err := r.Pods.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: at.Namespace, Name: podName(at)}}, metav1.DeleteOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -251,11 +222,10 @@ func (r *Reconciler) finalize(ctx context.Context, at *v1alpha1.At) (controller.
 	}
 	next := at.DeepCopy()
 	controller.RemoveFinalizer(next, Finalizer)
-	_, err = r.Ats.Namespace(at.Namespace).Update(ctx, next, metav1.UpdateOptions{})
+	_, err = r.Ats.Update(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return controller.Result{}, nil
 	}
 	return controller.Result{}, err
 }
 
-var _ controller.Reconciler = (*Reconciler)(nil)

@@ -8,9 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
@@ -29,13 +27,6 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=foo-system
 
-// Resource is where Foo objects live.
-var Resource = client.Resource{
-	Resource:   v1alpha1.GroupVersion.WithResource("foos"),
-	Kind:       v1alpha1.GroupVersion.WithKind("Foo"),
-	Namespaced: true,
-}
-
 // byDeployment indexes Foos by "namespace/spec.deploymentName", so that a
 // change to any Deployment finds the Foos that want its name.
 const byDeployment = "deploymentName"
@@ -53,20 +44,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Scheme returns a scheme with the Foo types.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err) // only a programming error in AddToScheme can fail
-	}
-	return s
-}
-
 // Run runs the Foo operator until ctx ends (or leadership is lost).
 func Run(ctx context.Context, cfg config.Config, opts Options) error {
-	mgr, err := manager.New(cfg, manager.Options{
+	mgr, err := manager.New(manager.Options{Config: new(cfg),
 		Namespace:        opts.Namespace,
-		Scheme:           Scheme(),
+		Scheme:           v1alpha1.Scheme(),
 		LeaderElection:   opts.LeaderElection,
 		HealthAddr:       opts.HealthAddr,
 		MetricsAddr:      opts.MetricsAddr,
@@ -76,54 +58,29 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr); err != nil {
+	if err := Setup(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
 }
 
-// Setup adds the Foo controller, with its informers, to mgr (whose Scheme
-// must have the Foo types).
-func Setup(ctx context.Context, mgr *manager.Manager) error {
-	foos, err := cache.InformerFor[v1alpha1.Foo](ctx, mgr.Factory(), cache.InformerForOptions[*v1alpha1.Foo]{
-		Resource: Resource,
-		Indexers: cache.Indexers[*v1alpha1.Foo]{byDeployment: func(foo *v1alpha1.Foo) ([]string, error) {
-			return []string{foo.Namespace + "/" + foo.Spec.DeploymentName}, nil
-		}},
-	})
-	if err != nil {
-		return err
-	}
+// Setup adds the Foo controller to mgr (whose Scheme must have the Foo
+// types).
+func Setup(mgr *manager.Manager) error {
+	foos := manager.CachedClient[v1alpha1.Foo](mgr)
 	// Every Deployment, not only the Foos' own: a Foo whose name is taken
 	// must see the other Deployment go.
-	deps, err := cache.InformerFor[appsv1.Deployment](ctx, mgr.Factory(), cache.InformerForOptions[*appsv1.Deployment]{})
-	if err != nil {
+	deps := manager.CachedClient[appsv1.Deployment](mgr)
+	if err := foos.AddIndexer(byDeployment, func(foo *v1alpha1.Foo) ([]string, error) {
+		return []string{foo.Namespace + "/" + foo.Spec.DeploymentName}, nil
+	}); err != nil {
 		return err
 	}
-	fooClient, err := client.For[v1alpha1.Foo](ctx, mgr.REST(), client.Options{Resource: Resource, Scheme: Scheme()})
-	if err != nil {
-		return err
-	}
-	depClient, err := client.For[appsv1.Deployment](ctx, mgr.REST(), client.Options{})
-	if err != nil {
-		return err
-	}
-	r := &Reconciler{Foos: fooClient, Deployments: depClient, FooCache: foos.Lister(), DeploymentCache: deps.Lister(),
-		Events: mgr.Recorder()}
-	c := controller.New("foo", r, mgr.ControllerOptions())
-	if err := controller.For(c, foos, controller.ResourceVersionChanged[*v1alpha1.Foo]()); err != nil {
-		return err
-	}
-	// A change to a Foo's own Deployment (its status, mostly) reconciles
-	// the Foo.
-	if err := controller.Owns(c, deps, Resource, controller.ResourceVersionChanged[*appsv1.Deployment]()); err != nil {
-		return err
-	}
+	r := &Reconciler{Foos: foos, Deployments: deps, Events: mgr.Recorder()}
 	// A change to a Deployment that is not a Foo's reconciles the Foos that
 	// want its name: when it goes, they create theirs.
-	fooIndex := foos.Indexer()
-	claimants := func(dep *appsv1.Deployment) []controller.Request {
-		list, _ := fooIndex.ByIndex(byDeployment, dep.Namespace+"/"+dep.Name) // the index exists
+	claimants := func(dep client.Object) []controller.Request {
+		list, _ := foos.Informer().Indexer().ByIndex(byDeployment, dep.GetNamespace()+"/"+dep.GetName()) // the index exists
 		var reqs []controller.Request
 		for _, foo := range list {
 			if !controller.IsControlledBy(dep, foo) {
@@ -132,39 +89,41 @@ func Setup(ctx context.Context, mgr *manager.Manager) error {
 		}
 		return reqs
 	}
-	if err := controller.Watches(c, deps, claimants, controller.ResourceVersionChanged[*appsv1.Deployment]()); err != nil {
-		return err
-	}
-	return mgr.Add(c)
+	rvChanged := controller.ResourceVersionChanged()
+	controller.New(mgr, r.Reconcile, controller.Options{Name: "foo"}).
+		Filter(rvChanged).
+		Owns(deps, rvChanged). // its own Deployment's status, mostly
+		Watches(deps, claimants, rvChanged)
+	return nil
 }
 
 // Reconciler makes one Foo's Deployment match it and reports the
-// Deployment's state in the Foo's status. It reads from the caches
-// (listers) and writes to the server.
+// Deployment's state in the Foo's status. It reads from the caches and
+// writes to the server, through the manager's cached clients (or, in
+// unit tests, an in-memory reader and a recorder).
 type Reconciler struct {
-	Foos            *client.Client[*v1alpha1.Foo]
-	Deployments     *client.Client[*appsv1.Deployment]
-	FooCache        cache.Lister[*v1alpha1.Foo]
-	DeploymentCache cache.Lister[*appsv1.Deployment]
-	Events          *events.Recorder
+	Foos        client.Writer[*v1alpha1.Foo]
+	Deployments client.ReadWriter[*appsv1.Deployment]
+	Events      *events.Recorder
 }
 
-// Reconcile implements controller.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
-	foo, ok := r.FooCache.Namespace(req.Namespace).Get(req.Name)
-	if !ok || foo.DeletionTimestamp != nil {
-		return controller.Result{}, nil // gone or going; its Deployment goes with it (owner reference)
+// Reconcile brings foo's Deployment and status up to date.
+func (r *Reconciler) Reconcile(ctx context.Context, foo *v1alpha1.Foo) (controller.Result, error) {
+	if foo.DeletionTimestamp != nil {
+		return controller.Result{}, nil // going; its Deployment goes with it (owner reference)
 	}
-	deps := r.Deployments.Namespace(foo.Namespace)
-	dep, ok := r.DeploymentCache.Namespace(foo.Namespace).Get(foo.Spec.DeploymentName)
-	if !ok {
+	dep, err := r.Deployments.Get(ctx, foo.Namespace, foo.Spec.DeploymentName)
+	switch {
+	case apierrors.IsNotFound(err):
 		dep = nil
+	case err != nil:
+		return controller.Result{}, err
 	}
 
 	st := plan(foo, dep)
 	switch {
 	case st.create != nil:
-		created, err := deps.Create(ctx, st.create, metav1.CreateOptions{})
+		created, err := r.Deployments.Create(ctx, st.create, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return controller.Result{}, nil // the cache was behind; its add event brings us back
 		}
@@ -175,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 			created.Name, *created.Spec.Replicas)
 		dep = created
 	case st.update != nil:
-		updated, err := deps.Update(ctx, st.update, metav1.UpdateOptions{})
+		updated, err := r.Deployments.Update(ctx, st.update, metav1.UpdateOptions{})
 		if err != nil {
 			return controller.Result{}, err // a conflict: the next attempt reads fresh state
 		}
@@ -188,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	if !changed {
 		return controller.Result{}, nil
 	}
-	if _, err := r.Foos.Namespace(foo.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+	if _, err := r.Foos.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return controller.Result{}, err // a conflict: the next attempt reads fresh state
 	}
 	if st.conflict {
@@ -207,4 +166,3 @@ func replicasOf(dep *appsv1.Deployment) int32 {
 	return *dep.Spec.Replicas
 }
 
-var _ controller.Reconciler = (*Reconciler)(nil)

@@ -134,7 +134,7 @@ func claim(ing *networkingv1.Ingress, svc *corev1.Service) error {
 // Service names one. Labels, annotations and status that others write are
 // left alone, so that an Ingress already in line is not written.
 func apply(ing, want *networkingv1.Ingress, svc *corev1.Service) error {
-	if err := controller.SetControllerReference(svc, ing, nil); err != nil {
+	if err := controller.SetControllerReference(svc, ing); err != nil {
 		return err
 	}
 	spec := want.Spec.DeepCopy()

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
@@ -21,23 +20,14 @@ import (
 
 // The operator's permissions, from which controller-gen writes
 // config/rbac/role.yaml. They are all it needs, and the e2e test proves it by
-// running the operator with its service account's token. Services are only
-// read (through the informer); Ingresses are read live (get) only by
-// CreateOrPatch, when the cache says one must be written, and changed with
-// merge patches, never updates:
+// running the operator with its service account's token. Services and
+// Ingresses are read from the cache only (list and watch); Ingresses are
+// changed with merge patches, never updates:
 //
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=ingress-system
-
-// ServiceResource is where Services live: the owner kind of the Ingresses
-// the operator makes.
-var ServiceResource = client.Resource{
-	Resource:   corev1.SchemeGroupVersion.WithResource("services"),
-	Kind:       corev1.SchemeGroupVersion.WithKind("Service"),
-	Namespaced: true,
-}
 
 // Options configure Run. The zero value is valid.
 type Options struct {
@@ -58,7 +48,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr); err != nil {
+	if err := Setup(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -67,7 +57,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 // NewManager returns the manager Run runs, before Setup: for callers that
 // want more of it than Run gives, such as its metrics.
 func NewManager(cfg config.Config, opts Options) (*manager.Manager, error) {
-	return manager.New(cfg, manager.Options{
+	return manager.New(manager.Options{Config: new(cfg),
 		Namespace:        opts.Namespace,
 		LeaderElection:   opts.LeaderElection,
 		HealthAddr:       opts.HealthAddr,
@@ -77,66 +67,46 @@ func NewManager(cfg config.Config, opts Options) (*manager.Manager, error) {
 	})
 }
 
-// Setup adds the Ingress controller, with its informers (Services and
-// Ingresses), to mgr.
-func Setup(ctx context.Context, mgr *manager.Manager) error {
-	services, err := cache.InformerFor[corev1.Service](ctx, mgr.Factory(), cache.InformerForOptions[*corev1.Service]{})
-	if err != nil {
-		return err
-	}
+// Setup adds the Ingress controller to mgr.
+func Setup(mgr *manager.Manager) error {
 	// Every Ingress, not only the operator's: an Ingress in the way of one
 	// the operator would make must be seen, and its removal too.
-	ingresses, err := cache.InformerFor[networkingv1.Ingress](ctx, mgr.Factory(), cache.InformerForOptions[*networkingv1.Ingress]{})
-	if err != nil {
-		return err
-	}
-	ingClient, err := client.For[networkingv1.Ingress](ctx, mgr.REST(), client.Options{})
-	if err != nil {
-		return err
-	}
-	r := &Reconciler{Ingresses: ingClient, ServiceCache: services.Lister(), IngressCache: ingresses.Lister(), Events: mgr.Recorder()}
-	c := controller.New("ingress", r, mgr.ControllerOptions())
-	if err := controller.For(c, services, controller.ResourceVersionChanged[*corev1.Service]()); err != nil {
-		return err
-	}
-	// A change to an Ingress the operator made (edited or deleted by
-	// someone) reconciles its Service, which repairs it.
-	if err := controller.Owns(c, ingresses, ServiceResource); err != nil {
-		return err
-	}
+	ingresses := manager.CachedClient[networkingv1.Ingress](mgr)
+	r := &Reconciler{Ingresses: ingresses, Events: mgr.Recorder()}
 	// An Ingress that no Service controls, in the way of the one a Service
 	// asks for: when it is deleted (or handed over), the Service gets its
 	// Ingress. The name is the link, as the operator names each Ingress
 	// after its Service.
-	err = controller.Watches(c, ingresses, func(ing *networkingv1.Ingress) []controller.Request {
+	inTheWay := func(ing client.Object) []controller.Request {
 		if ref := controller.GetControllerOf(ing); ref != nil && ref.APIVersion == "v1" && ref.Kind == "Service" {
 			return nil // Owns has it
 		}
-		return []controller.Request{{Namespace: ing.Namespace, Name: ing.Name}}
-	})
-	if err != nil {
-		return err
+		return []controller.Request{{Namespace: ing.GetNamespace(), Name: ing.GetName()}}
 	}
-	return mgr.Add(c)
+	controller.New(mgr, r.Reconcile, controller.Options{Name: "ingress"}).
+		Filter(controller.ResourceVersionChanged()).
+		// A change to an Ingress the operator made (edited or deleted by
+		// someone) reconciles its Service, which repairs it.
+		Owns(ingresses).
+		Watches(ingresses, inTheWay)
+	return nil
 }
 
 // Reconciler makes one Service's Ingress match the Service. It reads from
-// the caches (listers) and writes to the server only when the cache shows
-// that something must change.
+// the cache and writes to the server only when the cache shows that
+// something must change.
 type Reconciler struct {
-	Ingresses    *client.Client[*networkingv1.Ingress]
-	ServiceCache cache.Lister[*corev1.Service]
-	IngressCache cache.Lister[*networkingv1.Ingress]
-	Events       *events.Recorder
+	Ingresses client.ReadWriter[*networkingv1.Ingress]
+	Events    *events.Recorder
 }
 
-// Reconcile implements controller.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
-	svc, ok := r.ServiceCache.Namespace(req.Namespace).Get(req.Name)
-	if !ok {
-		return controller.Result{}, nil // gone; the garbage collector deletes its Ingress
+// Reconcile makes svc's Ingress match it.
+func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service) (controller.Result, error) {
+	cur, err := r.Ingresses.Get(ctx, svc.Namespace, svc.Name)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return controller.Result{}, err
 	}
-	cur, exists := r.IngressCache.Namespace(req.Namespace).Get(req.Name)
 	want, err := desired(svc)
 	if err != nil {
 		// The Ingress there (if any) stays as it was: a bad edit of an
@@ -169,9 +139,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 			return controller.Result{}, r.blocked(svc, err)
 		}
 	}
-	// The cache says the Ingress is missing or differs: CreateOrPatch reads
-	// it live and writes only what still differs (nothing, if the cache was
-	// just behind).
+	// The cache says the Ingress is missing or differs: CreateOrPatch
+	// writes only what differs.
 	op, err := controller.CreateOrPatch(ctx, r.Ingresses,
 		&networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}}, mutate)
 	switch {
@@ -195,7 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 // delete deletes svc's Ingress ing, as long as it is still the one seen
 // (a UID precondition).
 func (r *Reconciler) delete(ctx context.Context, svc *corev1.Service, ing *networkingv1.Ingress) error {
-	err := r.Ingresses.Namespace(ing.Namespace).Delete(ctx, ing.Name, metav1.DeleteOptions{
+	err := r.Ingresses.Delete(ctx, ing, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &ing.UID},
 	})
 	if apierrors.IsNotFound(err) {
@@ -218,4 +187,3 @@ func (r *Reconciler) blocked(svc *corev1.Service, err error) error {
 	return controller.TerminalError(err)
 }
 
-var _ controller.Reconciler = (*Reconciler)(nil)

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"sync"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,3 +18,13 @@ func AddToScheme(s *runtime.Scheme) error {
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
+
+// Scheme returns a Scheme that knows Foo and FooList, for a manager's
+// Options.Scheme. It is made once; do not change it.
+func Scheme() *runtime.Scheme { return scheme() }
+
+var scheme = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = AddToScheme(s) // it cannot fail
+	return s
+})

@@ -1,0 +1,51 @@
+package cache
+
+import (
+	"context"
+	"reflect"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/client"
+)
+
+// StoreReader returns a client.Reader over a store that files objects
+// under namespace/name keys (a [Store] made with the default key
+// function, or an informer's cache). With a store filled by hand, it is
+// the reading half of a reconciler's unit test, with no API server and no
+// informer:
+//
+//	deps := cache.NewStore(cache.StoreOptions[*appsv1.Deployment]{})
+//	deps.Add(existing)
+//	r := &Reconciler{Deployments: struct {
+//		client.Reader[*appsv1.Deployment]
+//		client.Writer[*appsv1.Deployment]
+//	}{cache.StoreReader(deps), recorder}}
+func StoreReader[T client.Object](store Indexer[T]) client.Reader[T] {
+	return storeReader[T]{NewLister[T](store)}
+}
+
+type storeReader[T client.Object] struct{ l Lister[T] }
+
+func (r storeReader[T]) Get(_ context.Context, namespace, name string) (T, error) {
+	obj, ok := r.l.Namespace(namespace).Get(name)
+	if !ok {
+		var zero T
+		// The resource is not known here; the type's name stands in for it.
+		return zero, apierrors.NewNotFound(schema.GroupResource{Resource: strings.ToLower(reflect.TypeFor[T]().Elem().Name())}, name)
+	}
+	return obj, nil
+}
+
+func (r storeReader[T]) List(_ context.Context, namespace string, selector labels.Selector) ([]T, error) {
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	if namespace == "" {
+		return r.l.List(selector)
+	}
+	return r.l.Namespace(namespace).List(selector)
+}
