@@ -109,7 +109,7 @@ type Factory struct {
 	informers map[informerKey]*factoryEntry
 	runCtx    context.Context // while Start runs: new informers start at once
 	shutdown  bool
-	down      chan struct{} // closed by Shutdown
+	down      chan struct{}  // closed by Shutdown
 	wg        sync.WaitGroup // the informers' Start calls
 }
 

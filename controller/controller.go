@@ -69,7 +69,9 @@ type Manager interface {
 	// (metrics, logger); a controller's own Options fill the rest.
 	ControllerOptions() Options
 	// Add runs r with the manager: a controller adds itself.
-	Add(r interface{ Start(ctx context.Context) error }) error
+	Add(r interface {
+		Start(ctx context.Context) error
+	}) error
 }
 
 // ReconcileFunc reconciles one object: it makes the world match obj, as

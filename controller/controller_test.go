@@ -33,7 +33,9 @@ func (m *testManager) Factory() *cache.Factory               { return m.f }
 func (m *testManager) ControllerOptions() controller.Options { return m.opts }
 func (m *testManager) Add(r interface {
 	Start(ctx context.Context) error
-}) error { return nil }
+}) error {
+	return nil
+}
 
 // TestStartFailsFastWhenASourceIsForbidden: a controller whose informer
 // is refused by RBAC returns a typed error naming the informer, at once,

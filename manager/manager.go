@@ -136,7 +136,7 @@ type Manager struct {
 	mu        sync.Mutex
 	runnables []Runnable
 	clients   map[clientKey]any // CachedClient's, by object type and informer
-	errs      []error              // construction errors, returned by Start
+	errs      []error           // construction errors, returned by Start
 	started   bool
 	leading   bool
 	elector   *leaderelection.Elector // with leader election, once started

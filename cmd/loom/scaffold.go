@@ -305,6 +305,22 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 	if err := render(out, *dir, what, p, nil); err != nil {
 		return err
 	}
+	// Wire the new files in: a line at each +loom:scaffold marker of the
+	// controller package's Run (a line already there is left alone).
+	var lines []markerLine
+	switch what {
+	case "api":
+		lines = []markerLine{
+			{"imports", p.Version + ` "` + p.Repo + `/api/` + p.Version + `"`},
+			{"scheme", p.Version + ".AddToScheme,"},
+			{"setup", "setup" + p.Kind + "(mgr)"},
+		}
+	case "webhook":
+		lines = []markerLine{{"webhooks", "setup" + p.Kind + "Webhooks(srv)"}}
+	}
+	if err := insertAtMarkers(out, *dir, controllerFile, lines); err != nil {
+		return err
+	}
 	if what == "api" && len(others) > 0 {
 		fmt.Fprintf(out, "\n%s is also in %s, which stays the storage version (+kubebuilder:storageversion).\n"+
 			"Without a conversion webhook the API server converts between versions by changing apiVersion only,\n"+
@@ -312,6 +328,51 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 			p.Kind, strings.Join(others, ", "))
 	}
 	fmt.Fprintf(out, "\nNext: make generate test\n")
+	return nil
+}
+
+// controllerFile is where `loom create` wires new kinds and webhooks in.
+const controllerFile = "internal/controller/controller.go"
+
+// markerLine is a line to insert before the "+loom:scaffold:<marker>"
+// comment.
+type markerLine struct{ marker, line string }
+
+// insertAtMarkers inserts each line before its marker comment in
+// dir/path, with the marker's indentation, unless the file has that line
+// already. It fails, naming the marker, when a marker is missing (the
+// user removed it: wire the kind in by hand).
+func insertAtMarkers(out io.Writer, dir, path string, lines []markerLine) error {
+	full := filepath.Join(dir, filepath.FromSlash(path))
+	data, err := os.ReadFile(full)
+	if err != nil {
+		return err
+	}
+	text := strings.Split(string(data), "\n")
+	changed := false
+	for _, ml := range lines {
+		if slices.ContainsFunc(text, func(l string) bool { return strings.TrimSpace(l) == ml.line }) {
+			continue
+		}
+		at := slices.IndexFunc(text, func(l string) bool { return strings.TrimSpace(l) == "// +loom:scaffold:"+ml.marker })
+		if at < 0 {
+			return fmt.Errorf("%s has no // +loom:scaffold:%s comment: add %q there by hand", path, ml.marker, ml.line)
+		}
+		indent := text[at][:len(text[at])-len(strings.TrimLeft(text[at], " \t"))]
+		text = slices.Insert(text, at, indent+ml.line)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	body, err := format.Source([]byte(strings.Join(text, "\n")))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := os.WriteFile(full, body, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "updated: %s\n", path)
 	return nil
 }
 

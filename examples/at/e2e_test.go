@@ -14,13 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/operator"
-	"github.com/loom-k8s/loom/examples/internal/e2e"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+	"github.com/loom-k8s/loom/testenv/e2e"
 )
 
 // TestAtEndToEnd installs the example's manifests as a user would (kubectl
@@ -28,7 +29,7 @@ import (
 // follows an At from PENDING through RUNNING (a Pod on a kwok node) to
 // DONE (kwok completes the Pod).
 func TestAtEndToEnd(t *testing.T) {
-	env := e2e.Cluster(t)
+	env := testenv.New(t, testenv.Options{Controllers: true, Scheduler: true, Nodes: 1})
 	ctx := t.Context()
 	e2e.Kubectl(t, env, "apply", "-k", "config")
 	admin := e2e.Admin(t, env)

@@ -17,9 +17,9 @@ import (
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/examples/at/operator"
-	"github.com/loom-k8s/loom/examples/internal/e2e"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
+	"github.com/loom-k8s/loom/testenv/e2e"
 )
 
 // TestAtWebhooks runs the operator's webhooks behind a real kube-apiserver:

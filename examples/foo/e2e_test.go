@@ -21,9 +21,10 @@ import (
 	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/foo/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/foo/operator"
-	"github.com/loom-k8s/loom/examples/internal/e2e"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+	"github.com/loom-k8s/loom/testenv/e2e"
 )
 
 // TestFooEndToEnd installs the example's manifests as a user would (kubectl
@@ -33,7 +34,7 @@ import (
 // is taken is never overwritten but recovered once free, and the garbage
 // collector removes the Deployment with its Foo.
 func TestFooEndToEnd(t *testing.T) {
-	env := e2e.Cluster(t)
+	env := testenv.New(t, testenv.Options{Controllers: true, Scheduler: true, Nodes: 1})
 	ctx := t.Context()
 	e2e.Kubectl(t, env, "apply", "-k", "config")
 	admin := e2e.Admin(t, env)

@@ -17,9 +17,10 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/examples/ingress/operator"
-	"github.com/loom-k8s/loom/examples/internal/e2e"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+	"github.com/loom-k8s/loom/testenv/e2e"
 )
 
 // TestIngressEndToEnd installs the example's manifests as a user would
@@ -27,7 +28,7 @@ import (
 // and follows annotated Services and their Ingresses through changes made
 // by hand, down to the garbage collector's cascading delete.
 func TestIngressEndToEnd(t *testing.T) {
-	env := e2e.Cluster(t)
+	env := testenv.New(t, testenv.Options{Controllers: true, Scheduler: true, Nodes: 1})
 	ctx := t.Context()
 	e2e.Kubectl(t, env, "apply", "-k", "config")
 

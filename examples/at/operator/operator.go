@@ -92,11 +92,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return err
 	}
 	if opts.Webhooks != nil {
-		srv, err := setupWebhooks(ctx, mgr, *opts.Webhooks, opts)
-		if err != nil {
+		if err := setupWebhooks(mgr, *opts.Webhooks, opts); err != nil {
 			return err
 		}
-		defer srv.Close() // if the manager failed before starting it
 	}
 	return mgr.Start(ctx)
 }
@@ -228,4 +226,3 @@ func (r *Reconciler) finalize(ctx context.Context, at *v1alpha1.At) (controller.
 	}
 	return controller.Result{}, err
 }
-

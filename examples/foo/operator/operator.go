@@ -165,4 +165,3 @@ func replicasOf(dep *appsv1.Deployment) int32 {
 	}
 	return *dep.Spec.Replicas
 }
-

@@ -186,4 +186,3 @@ func (r *Reconciler) blocked(svc *corev1.Service, err error) error {
 	r.Events.Eventf(svc, corev1.EventTypeWarning, "IngressExists", "ingress %s exists and is not controlled by this service; not overwriting it", svc.Name)
 	return controller.TerminalError(err)
 }
-

@@ -1,10 +1,14 @@
-// Package e2e holds what the operator's end-to-end tests share: a control
-// plane (Loom's testenv), kubectl as the independent client that applies
-// config/ as a user would, a client configuration for the operator's own
-// service account (from a TokenRequest, so the tests run the operator with
-// exactly the RBAC config/ grants, never as admin), and a recording proxy
-// with which a test checks that role against the API calls the operator
-// made: every call was granted, and every granted verb was used.
+// Package e2e holds what an operator's end-to-end tests need beyond a
+// control plane (package testenv): kubectl as the independent client that
+// applies manifests as a user would; a client configuration for the
+// operator's own service account (from a TokenRequest, so that the test
+// runs the operator with exactly the RBAC its manifests grant, never as
+// admin); a way to run the operator in the background for the length of
+// a test; and a recording proxy with which a test checks that role
+// against the API calls the operator made: every call was granted, and
+// every granted verb was used (least privilege).
+//
+// Loom's example operators and the projects `loom init` makes use it.
 package e2e
 
 import (
@@ -37,27 +41,40 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-// Cluster starts etcd and kube-apiserver, stopped when the test ends. Add
-// Controllers, Scheduler and Nodes to the options for a controller that
-// needs the garbage collector, Deployments or running Pods.
-func Cluster(t *testing.T) *testenv.Env {
-	t.Helper()
-	return testenv.New(t, testenv.Options{})
-}
-
 // Kubectl runs kubectl as admin and returns its output; it fails the test
 // when kubectl fails.
 func Kubectl(t *testing.T, env *testenv.Env, args ...string) string {
 	t.Helper()
+	out, err := KubectlErr(env, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// KubectlErr runs kubectl as admin and returns its combined output and
+// error.
+func KubectlErr(env *testenv.Env, args ...string) (string, error) {
 	// Not the test's context: cleanups run kubectl after it ends.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, filepath.Join(testenv.AssetsDir(), "kubectl"),
 		append([]string{"--kubeconfig", env.KubeconfigPath}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
+}
+
+// CanI asks the server (kubectl auth can-i, as admin impersonating the
+// service account) whether ns/sa may do verb on resource: for checks that
+// an operator's role is not broader than it should be.
+func CanI(t *testing.T, env *testenv.Env, ns, sa, verb, resource string, extra ...string) bool {
+	t.Helper()
+	args := append([]string{"--kubeconfig", env.KubeconfigPath, "auth", "can-i", verb, resource, "--as", "system:serviceaccount:" + ns + ":" + sa}, extra...)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// Only stdout: kubectl may warn on stderr (such as for a cluster-scoped
+	// resource). "no" exits with 1.
+	out, _ := exec.CommandContext(ctx, filepath.Join(testenv.AssetsDir(), "kubectl"), args...).Output()
+	return strings.TrimSpace(string(out)) == "yes"
 }
 
 // Admin returns a client configuration with the admin's credentials.
