@@ -43,7 +43,7 @@
 // A [KeyFunc] maps an object to its key. The default, for types that
 // satisfy [Object], is [MetaNamespaceKey]: "namespace/name", or "name"
 // for cluster-scoped objects; [SplitKey] reverses it. Other types must
-// give one in their options; the seeds' MyPod example in this package's
+// give one in their options; the MyPod example in this package's
 // examples shows a plain struct keyed by its Name field.
 //
 // # Readers and writers

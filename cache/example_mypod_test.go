@@ -8,7 +8,7 @@ import (
 	"github.com/loom-k8s/loom/cache"
 )
 
-// MyPod is the seeds' example type: a plain struct, not an API object.
+// MyPod is a plain struct, not an API object.
 type MyPod struct {
 	Name  string
 	Value int
@@ -27,11 +27,9 @@ func PodKeyFunc(obj MyPod) (string, error) {
 	return obj.Name, nil
 }
 
-// The seeds' DeltaFIFO example, in Loom's API: a queue of a plain struct
-// with a custom key function. Changing pod1's Name changes its key, so
+// A DeltaFIFO of a plain struct with a custom key function. Changing pod1's Name changes its key, so
 // its update and delete are deltas of a new key, "pod1-update". Close
-// ends the loop once the queue is drained, where the seeds' loop ran
-// forever.
+// ends the loop once the queue is drained.
 func ExampleNewDeltaFIFO() {
 	df := cache.NewDeltaFIFO(cache.DeltaFIFOOptions[MyPod]{KeyFunc: PodKeyFunc})
 	pod1 := NewMyPod("pod1", 1)

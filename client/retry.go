@@ -20,12 +20,12 @@ type Backoff struct {
 	Jitter   float64
 }
 
-// DefaultRetry is the backoff RetryOnConflict uses when given a zero
+// defaultRetry is the backoff RetryOnConflict uses when given a zero
 // Backoff, and the one Mutate uses: 10 attempts, starting 10 ms apart and
 // growing by half each time, with up to 50% jitter (about 1.1 s in all at
 // most). Conflicts are cleared by re-reading, so short waits suffice; the
 // jitter keeps many writers of one object from colliding in lockstep.
-var DefaultRetry = Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
+var defaultRetry = Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
 
 // RetryOnConflict runs fn until it returns something other than a 409
 // Conflict, at most b.Steps times. fn must read the object afresh each time:
@@ -33,7 +33,7 @@ var DefaultRetry = Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1
 // returned.
 func RetryOnConflict(ctx context.Context, b Backoff, fn func() error) error {
 	if b.Steps <= 0 {
-		b = DefaultRetry
+		b = defaultRetry
 	}
 	wait := b.Duration
 	var err error
@@ -68,7 +68,7 @@ func RetryOnConflict(ctx context.Context, b Backoff, fn func() error) error {
 // must only change the object it is given. It returns the updated object.
 func (c *Client[T]) Mutate(ctx context.Context, name string, mutate func(T) error) (T, error) {
 	var out T
-	err := RetryOnConflict(ctx, DefaultRetry, func() error {
+	err := RetryOnConflict(ctx, defaultRetry, func() error {
 		obj, err := c.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -11,8 +11,7 @@
 // changes to one object before a worker gets to it become one
 // reconcile (the queue keeps a key once); a change missed while a watch
 // was broken is caught by the relist that follows it; and a periodic
-// resync (edge, then level, then resync, in the words of the seeds)
-// revisits everything in case something outside the cluster drifted.
+// resync revisits everything in case something outside the cluster drifted.
 // Handlers that need the event itself (the old object of an update, the
 // final state of a deleted object) are in package cache; a controller
 // that must act on deletion holds a finalizer instead.

@@ -18,10 +18,12 @@ import (
 	"github.com/loom-k8s/loom/rest"
 )
 
-// Resource is where CustomResourceDefinitions live on the API server.
-var Resource = client.Resource{
-	Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
-	Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+// Resource returns where CustomResourceDefinitions live on the API server.
+func Resource() client.Resource {
+	return client.Resource{
+		Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+		Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+	}
 }
 
 // Options configure Install, WaitEstablished and Uninstall. The zero value
@@ -87,7 +89,7 @@ func (e *NotEstablishedError) Error() string {
 func (e *NotEstablishedError) Unwrap() error { return e.Err }
 
 func crds(ctx context.Context, rc *rest.Client) (*client.Client[*unstructured.Unstructured], error) {
-	return client.For[unstructured.Unstructured](rc, client.Options{Resource: Resource})
+	return client.For[unstructured.Unstructured](rc, client.Options{Resource: Resource()})
 }
 
 // Install applies the CRDs (server-side apply, so installing again updates

@@ -114,7 +114,7 @@ func TestInstallUseUninstall(t *testing.T) {
 	if err := crd.Uninstall(ctx, rc, []*unstructured.Unstructured{w2}, crd.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	crds, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource})
+	crds, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,11 @@ type Client struct {
 	namespace   string
 }
 
-// DefaultUserAgent is sent when Config.UserAgent is empty.
-var DefaultUserAgent = fmt.Sprintf("loom/v0 (%s/%s)", runtime.GOOS, runtime.GOARCH)
+// DefaultUserAgent returns what is sent when Config.UserAgent is empty:
+// "loom/v0 (GOOS/GOARCH)".
+func DefaultUserAgent() string {
+	return fmt.Sprintf("loom/v0 (%s/%s)", runtime.GOOS, runtime.GOARCH)
+}
 
 // New returns a Client for cfg. It reads the TLS files named in cfg (a
 // missing or bad file is a [*config.Error] naming it) but does not contact
@@ -142,7 +145,7 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 	}
 	ua := cfg.UserAgent
 	if ua == "" {
-		ua = DefaultUserAgent
+		ua = DefaultUserAgent()
 	}
 	var rt http.RoundTripper = c.auth
 	rt = &headerTransport{next: rt, userAgent: ua, imp: cfg.Impersonate}

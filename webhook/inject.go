@@ -141,7 +141,7 @@ func (i *Injector) Inject(ctx context.Context, caBundle []byte) error {
 		}
 	}
 	if len(i.CRDs) > 0 {
-		c, err := client.For[unstructured.Unstructured](i.REST, client.Options{Resource: crd.Resource})
+		c, err := client.For[unstructured.Unstructured](i.REST, client.Options{Resource: crd.Resource()})
 		if err != nil {
 			return err
 		}

@@ -87,7 +87,7 @@ func injectFixtures(t *testing.T, rc *rest.Client) (vc *client.Client[*admission
 	if mc, err = client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if crds, err = client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource}); err != nil {
+	if crds, err = client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource()}); err != nil {
 		t.Fatal(err)
 	}
 	path := "/validate-things"

@@ -131,7 +131,7 @@ func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, webho
 		return err
 	}
 	if webhooks {
-		live, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource})
+		live, err := client.For[unstructured.Unstructured](rc, client.Options{Resource: crd.Resource()})
 		if err != nil {
 			return err
 		}

@@ -23,8 +23,8 @@ const ToppingsPluginName = "PizzaToppings"
 //
 // It reads the toppings straight from their Store: the plugin runs in the
 // same process as the storage, so it needs no client, informer or cache
-// (the book's example uses an informer on a loopback client instead, as a
-// server with etcd storage must).
+// (a server with etcd storage would use an informer on a loopback client
+// instead).
 type ToppingsPlugin struct {
 	*admission.Handler
 	Toppings *Store

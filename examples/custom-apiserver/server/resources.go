@@ -21,11 +21,10 @@ import (
 func Pizzas() Resource {
 	return Resource{
 		Resource: "pizzas", Singular: "pizza", Kind: "Pizza", ShortNames: []string{"pz"},
-		Namespaced:    true,
-		GroupResource: restaurant.SchemeGroupVersion.WithResource("pizzas").GroupResource(),
-		New:           func() runtime.Object { return &restaurant.Pizza{} },
-		NewList:       func() runtime.Object { return &restaurant.PizzaList{} },
-		Validate:      func(obj, _ runtime.Object) field.ErrorList { return ValidatePizza(obj.(*restaurant.Pizza)) },
+		Namespaced: true,
+		New:        func() runtime.Object { return &restaurant.Pizza{} },
+		NewList:    func() runtime.Object { return &restaurant.PizzaList{} },
+		Validate:   func(obj, _ runtime.Object) field.ErrorList { return ValidatePizza(obj.(*restaurant.Pizza)) },
 		SpecEqual: func(a, b runtime.Object) bool {
 			return apiequality.Semantic.DeepEqual(a.(*restaurant.Pizza).Spec, b.(*restaurant.Pizza).Spec)
 		},
@@ -55,10 +54,9 @@ func Pizzas() Resource {
 func Toppings() Resource {
 	return Resource{
 		Resource: "toppings", Singular: "topping", Kind: "Topping", ShortNames: []string{"tp"},
-		GroupResource: restaurant.SchemeGroupVersion.WithResource("toppings").GroupResource(),
-		New:           func() runtime.Object { return &restaurant.Topping{} },
-		NewList:       func() runtime.Object { return &restaurant.ToppingList{} },
-		Validate:      func(obj, _ runtime.Object) field.ErrorList { return ValidateTopping(obj.(*restaurant.Topping)) },
+		New:      func() runtime.Object { return &restaurant.Topping{} },
+		NewList:  func() runtime.Object { return &restaurant.ToppingList{} },
+		Validate: func(obj, _ runtime.Object) field.ErrorList { return ValidateTopping(obj.(*restaurant.Topping)) },
 		SpecEqual: func(a, b runtime.Object) bool {
 			return a.(*restaurant.Topping).Spec == b.(*restaurant.Topping).Spec
 		},

@@ -24,6 +24,8 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/names"
+
+	"github.com/loom-k8s/loom/examples/custom-apiserver/apis/restaurant"
 )
 
 // historySize is how many recent events a Store keeps for watches that
@@ -40,7 +42,6 @@ type Resource struct {
 	Resource, Singular, Kind string
 	ShortNames               []string
 	Namespaced               bool
-	GroupResource            schema.GroupResource
 	New, NewList             func() runtime.Object
 	// Validate checks an object besides its metadata. old is nil on create.
 	Validate func(obj, old runtime.Object) field.ErrorList
@@ -147,7 +148,7 @@ func (s *Store) Get(ctx context.Context, name string, _ *metav1.GetOptions) (run
 	defer s.b.mu.Unlock()
 	o, ok := s.objects[k]
 	if !ok {
-		return nil, apierrors.NewNotFound(s.GroupResource, name)
+		return nil, apierrors.NewNotFound(s.groupResource(), name)
 	}
 	return o.DeepCopyObject(), nil
 }
@@ -235,7 +236,7 @@ func (s *Store) validateMeta(obj runtime.Object) field.ErrorList {
 }
 
 func (s *Store) invalid(name string, errs field.ErrorList) error {
-	return apierrors.NewInvalid(schema.GroupKind{Group: s.GroupResource.Group, Kind: s.Kind}, name, errs)
+	return apierrors.NewInvalid(schema.GroupKind{Group: restaurant.GroupName, Kind: s.Kind}, name, errs)
 }
 
 // Create stores a new object. Validation and admission run before the
@@ -290,7 +291,7 @@ func (s *Store) Create(ctx context.Context, obj runtime.Object, createValidation
 		k = key(m.GetNamespace(), m.GetName())
 	}
 	if _, ok := s.objects[k]; ok {
-		return nil, apierrors.NewAlreadyExists(s.GroupResource, m.GetName())
+		return nil, apierrors.NewAlreadyExists(s.groupResource(), m.GetName())
 	}
 	if opts != nil && dryRun(opts.DryRun) {
 		return obj, nil
@@ -342,7 +343,7 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 		s.b.mu.Unlock()
 		if !ok {
 			if !forceAllowCreate {
-				return nil, false, apierrors.NewNotFound(s.GroupResource, name)
+				return nil, false, apierrors.NewNotFound(s.groupResource(), name)
 			}
 			obj, err := objInfo.UpdatedObject(ctx, nil)
 			if err != nil {
@@ -365,7 +366,7 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name in the URL (%s)", m.GetName(), name))
 		}
 		if rv := m.GetResourceVersion(); rv != "" && rv != om.GetResourceVersion() {
-			return nil, false, apierrors.NewConflict(s.GroupResource, name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+			return nil, false, apierrors.NewConflict(s.groupResource(), name, errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 		}
 		// Fields the server owns.
 		m.SetNamespace(om.GetNamespace())
@@ -422,16 +423,16 @@ func (s *Store) Delete(ctx context.Context, name string, deleteValidation rest.V
 	cur, ok := s.objects[k]
 	s.b.mu.Unlock()
 	if !ok {
-		return nil, false, apierrors.NewNotFound(s.GroupResource, name)
+		return nil, false, apierrors.NewNotFound(s.groupResource(), name)
 	}
 	obj := cur.DeepCopyObject()
 	m, _ := meta.Accessor(obj)
 	if opts != nil && opts.Preconditions != nil {
 		if p := opts.Preconditions.UID; p != nil && *p != m.GetUID() {
-			return nil, false, apierrors.NewConflict(s.GroupResource, name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *p, m.GetUID()))
+			return nil, false, apierrors.NewConflict(s.groupResource(), name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *p, m.GetUID()))
 		}
 		if p := opts.Preconditions.ResourceVersion; p != nil && *p != m.GetResourceVersion() {
-			return nil, false, apierrors.NewConflict(s.GroupResource, name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p, m.GetResourceVersion()))
+			return nil, false, apierrors.NewConflict(s.groupResource(), name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p, m.GetResourceVersion()))
 		}
 	}
 	if deleteValidation != nil {
@@ -442,7 +443,7 @@ func (s *Store) Delete(ctx context.Context, name string, deleteValidation rest.V
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	if s.objects[k] != cur {
-		return nil, false, apierrors.NewConflict(s.GroupResource, name, errors.New("the object changed during deletion; try again"))
+		return nil, false, apierrors.NewConflict(s.groupResource(), name, errors.New("the object changed during deletion; try again"))
 	}
 	if opts != nil && dryRun(opts.DryRun) {
 		return obj, true, nil
@@ -497,3 +498,8 @@ func (s *Store) DeleteCollection(ctx context.Context, deleteValidation rest.Vali
 
 // equalObjects says whether an update changes nothing.
 func equalObjects(a, b runtime.Object) bool { return apiequality.Semantic.DeepEqual(a, b) }
+
+// groupResource names the resource in API errors.
+func (r Resource) groupResource() schema.GroupResource {
+	return schema.GroupResource{Group: restaurant.GroupName, Resource: r.Resource}
+}
