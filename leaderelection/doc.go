@@ -47,8 +47,11 @@
 // a write the leader sent in time to reach the server. A process that is
 // paused (SIGSTOP, a frozen VM) and resumed after the Lease passed on
 // finds its fence closed: its writes are refused before they are sent.
-// What no client-side fence can stop is a write that left the process in
-// time and is held up in the network for longer than the margin.
+// What no client-side fence can stop is a write that passed its last
+// check in time and was then held up for longer than the margin: in the
+// network, or by a pause that struck between the check (made just before
+// the request goes to its connection) and the socket. Keep the margin
+// large.
 //
 // # Release on cancel
 //

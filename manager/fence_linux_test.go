@@ -34,8 +34,8 @@ const (
 	fenceLease      = "fence-test"
 	fenceLedger     = "fence-ledger"
 	ignoreCtxFor    = 10 * time.Second
-	candidateLease  = time.Second
-	candidateRenew  = 700 * time.Millisecond
+	candidateLease  = 1500 * time.Millisecond
+	candidateRenew  = 500 * time.Millisecond
 	candidateRetry  = 100 * time.Millisecond
 	defaultFailover = 50
 )

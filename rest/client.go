@@ -138,7 +138,7 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 			exec.onCertRotate = t.CloseIdleConnections
 		}
 	}
-	base2 = &logTransport{next: base2, logger: c.logger}
+	base2 = &logTransport{next: lastCheck{next: base2}, logger: c.logger}
 	c.auth, err = newAuthTransport(cfg, base2, exec, oidc, opts.TokenFileRefresh, c.clock, c.logger)
 	if err != nil {
 		return nil, err

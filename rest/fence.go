@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -13,6 +14,14 @@ import (
 // context; the client then asks it before every write sent with that
 // context, or with any context derived from it (context.WithoutCancel
 // included), and refuses the write if the fence says no.
+//
+// The fence is checked in this process, so it has one limit: a write
+// that passed the last check just before the connection, and was then
+// held up (a paused process, a starved CPU) for longer than the time the
+// right outlives the fence, can still land late. The leaderelection
+// package's Elector gives its writes RenewDeadline, and others wait
+// LeaseDuration, so that margin is LeaseDuration-RenewDeadline (5 s by
+// default).
 //
 // The leaderelection package's Elector is a Fence.
 type Fence interface {
@@ -69,4 +78,22 @@ func idempotentRead(method string) bool {
 		return true
 	}
 	return false
+}
+
+// lastCheck is the innermost of the client's transports: it refuses a
+// request whose context has ended (for a fenced write, because the
+// fence's time ran out) after the auth transport's token refreshes and
+// the rate limiter's waits, just before the request goes to the
+// connection. It narrows the window in which a process that stalls
+// between the fence's check and the socket can still land a write.
+type lastCheck struct{ next http.RoundTripper }
+
+func (l lastCheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	if ctx := req.Context(); ctx.Err() != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("rest: %s %s: %w", req.Method, req.URL.Path, context.Cause(ctx))
+	}
+	return l.next.RoundTrip(req)
 }
