@@ -414,7 +414,7 @@ func (c *Certs) Start(ctx context.Context) error {
 			// goroutine may have stepped meanwhile: plan the wake-up from
 			// the state as it is now.
 			c.rot.Lock()
-			next = nextDue(c.state(c.clock.Now(), false), c.policy)
+			next, _ = nextDue(c.state(c.clock.Now(), false), c.policy)
 			c.rot.Unlock()
 		}
 		if ctx.Err() != nil {
@@ -423,7 +423,10 @@ func (c *Certs) Start(ctx context.Context) error {
 		if err != nil {
 			c.log.Error("webhook: certificates", "err", err)
 		}
-		wait := min(next.Sub(c.clock.Now()), certsMaxWait)
+		wait := certsMaxWait
+		if !next.IsZero() {
+			wait = min(next.Sub(c.clock.Now()), certsMaxWait)
+		}
 		if wait <= 0 {
 			wait = certsMinRetry
 		}

@@ -121,10 +121,11 @@ type certPlan struct {
 	BundleChanged bool
 	// Publish is whether the hooks must be called with the bundle.
 	Publish bool
-	// Next is when the next thing falls due if nothing else happens: a
-	// renewal, a switch to a new CA, an old CA to drop, or a retry. At
-	// most certsMaxWait after now. Zero with Err.
-	Next time.Time
+	// Next is when the next thing falls due if nothing else happens, and
+	// NextWhy what it is (see nextDue). Zero when nothing will, and with
+	// Err.
+	Next    time.Time
+	NextWhy string
 }
 
 // planCerts decides what a step of Certs must do at s.Now.
@@ -268,48 +269,49 @@ func planCerts(s certState, p certPolicy) certPlan {
 		after.Unpublished, after.RetryAt = true, time.Time{}
 	}
 	pl.Publish = publishDue(after.Unpublished, after.RetryAt, now)
-	pl.Next = nextDue(after, p)
+	pl.Next, pl.NextWhy = nextDue(after, p)
 	return pl
 }
 
 // nextDue returns when a plan of s would next have something to do if
-// nothing else happened: at most certsMaxWait after s.Now. s.Force is
-// ignored.
-func nextDue(s certState, p certPolicy) time.Time {
+// nothing else happened, and what: a retry, a serving certificate or CA
+// to renew, a switch to a new CA, an old CA to retire, or a certificate
+// that expires. Zero when nothing will fall due (a given serving pair,
+// published). s.Force is ignored.
+func nextDue(s certState, p certPolicy) (next time.Time, why string) {
 	now := s.Now
-	next := now.Add(certsMaxWait)
-	at := func(t time.Time) {
-		if t.After(now) && t.Before(next) {
-			next = t
+	at := func(t time.Time, w string) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next, why = t, w
 		}
 	}
 	if s.Unpublished && !s.RetryAt.IsZero() {
-		at(s.RetryAt)
+		at(s.RetryAt, "retry")
 	}
 	if p.GivenServing {
-		return next
+		return next, why
 	}
 	issuer := -1
 	if l := s.Leaf; l != nil {
 		issuer = l.Issuer
-		at(l.NotAfter)
+		at(l.NotAfter, "serving certificate expires")
 		if t := trustedSigner(s.CAs, issuer, p, now); t >= 0 && s.CAs[t].NotAfter.After(l.NotAfter) {
-			at(l.NotAfter.Add(-p.RotateBefore))
+			at(l.NotAfter.Add(-p.RotateBefore), "serving certificate due for renewal")
 		}
 	}
 	for i, ca := range s.CAs {
-		at(ca.NotAfter)
+		at(ca.NotAfter, "CA expires")
 		if i == 0 && !p.GivenCA {
-			at(ca.NotAfter.Add(-p.CARenew))
+			at(ca.NotAfter.Add(-p.CARenew), "CA due for renewal")
 		}
 		if i != issuer && !ca.TrustedAt.IsZero() && ca.Key {
-			at(ca.TrustedAt.Add(p.PropagationDelay))
+			at(ca.TrustedAt.Add(p.PropagationDelay), "CA trusted, switch")
 		}
 	}
-	if issuer >= 0 && issuer < len(s.CAs)-1 {
-		at(s.Leaf.Since.Add(p.PropagationDelay))
+	if !p.GivenCA && issuer >= 0 && issuer < len(s.CAs)-1 {
+		at(s.Leaf.Since.Add(p.PropagationDelay), "old CA leaves the bundle")
 	}
-	return next
+	return next, why
 }
 
 // trustedSigner returns the index of the newest CA with a key that clients
