@@ -12,7 +12,7 @@ import (
 // The rotation plan: what Certs must do next, decided from a summary of
 // its certificates (certState) and options (certPolicy). planCerts and
 // nextDue do no I/O, read no clock and generate no key, so tests can walk
-// them through years of rotations in a script (testdata/plan/*.txt). Certs
+// them through whole rotations in scripts (testdata/plan/*.txt). Certs
 // carries a plan out (carryOut) and publishes the bundle.
 
 // caState is a CA of the bundle as the plan sees it.
