@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/loom-k8s/loom/internal/pki"
 )
 
 // The aggregation layer.
@@ -76,15 +78,15 @@ func (e *Env) ServingCert(hosts ...string) (certPEM, keyPEM []byte, err error) {
 	if len(hosts) == 0 {
 		return nil, nil, errors.New("testenv: ServingCert: no host names")
 	}
-	r := certRequest{cn: hosts[0], server: true}
+	r := pki.Request{CommonName: hosts[0], Server: true}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
-			r.ips = append(r.ips, ip)
+			r.IPs = append(r.IPs, ip)
 		} else {
-			r.dns = append(r.dns, h)
+			r.DNSNames = append(r.DNSNames, h)
 		}
 	}
-	return e.ca.issue(r)
+	return issue(e.ca, r)
 }
 
 // RegisterLocalAPIService makes kube-apiserver serve group/version by

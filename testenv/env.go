@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loom-k8s/loom/internal/pki"
 )
 
 // Options configures Start and New. The zero value starts etcd and
@@ -102,7 +104,7 @@ type Env struct {
 
 	opts      Options
 	log       *slog.Logger
-	ca        *ca
+	ca        *pki.CA
 	removeDir bool
 	grace     time.Duration // how long Stop waits after SIGTERM
 
@@ -306,17 +308,17 @@ func (e *Env) writePKI() error {
 	if err != nil {
 		return err
 	}
-	e.ca, e.CAPEM = c, c.certPEM
-	serving, servingKey, err := c.issue(certRequest{
-		cn:     "kube-apiserver",
-		server: true,
-		dns:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		ips:    []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+	e.ca, e.CAPEM = c, c.CertPEM
+	serving, servingKey, err := issue(c, pki.Request{
+		CommonName: "kube-apiserver",
+		Server:     true,
+		DNSNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPs:        []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
 	})
 	if err != nil {
 		return fmt.Errorf("testenv: serving certificate: %w", err)
 	}
-	e.AdminCertPEM, e.AdminKeyPEM, err = c.issue(certRequest{cn: "loom-admin", orgs: []string{"system:masters"}})
+	e.AdminCertPEM, e.AdminKeyPEM, err = issue(c, pki.Request{CommonName: "loom-admin", Organizations: []string{"system:masters"}})
 	if err != nil {
 		return fmt.Errorf("testenv: admin certificate: %w", err)
 	}
@@ -324,8 +326,8 @@ func (e *Env) writePKI() error {
 	if err != nil {
 		return err
 	}
-	e.FrontProxyCAPEM = fp.certPEM
-	e.FrontProxyClientCertPEM, e.FrontProxyClientKeyPEM, err = fp.issue(certRequest{cn: frontProxyClientName})
+	e.FrontProxyCAPEM = fp.CertPEM
+	e.FrontProxyClientCertPEM, e.FrontProxyClientKeyPEM, err = issue(fp, pki.Request{CommonName: frontProxyClientName})
 	if err != nil {
 		return fmt.Errorf("testenv: front-proxy client certificate: %w", err)
 	}
@@ -356,7 +358,7 @@ func (e *Env) path(name string) string { return filepath.Join(e.Dir, name) }
 // UserCert issues a client certificate for user in groups, signed by the CA
 // kube-apiserver trusts. No RBAC is granted to the user.
 func (e *Env) UserCert(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
-	return e.ca.issue(certRequest{cn: user, orgs: groups})
+	return issue(e.ca, pki.Request{CommonName: user, Organizations: groups})
 }
 
 // UserKubeconfig returns a kubeconfig for user in groups, authenticating

@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/internal/pki"
 )
 
 // NodeName returns the name of fake node i (0-based).
@@ -37,7 +39,7 @@ func (e *Env) startKwok(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	cert, key, err := e.ca.issue(certRequest{cn: "kwok", server: true, dns: []string{"localhost"}, ips: []net.IP{net.ParseIP("127.0.0.1")}})
+	cert, key, err := issue(e.ca, pki.Request{CommonName: "kwok", Server: true, DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}})
 	if err != nil {
 		return fmt.Errorf("testenv: kwok certificate: %w", err)
 	}

@@ -28,7 +28,8 @@ const maxReviewBytes = 7 << 20
 type Warnings []string
 
 // AdmissionFunc answers one admission request. It is the low-level form:
-// Validating and Mutating build one from a typed function.
+// ValidatorFor and Mutating build one from typed methods or a typed
+// function.
 type AdmissionFunc func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
 
 // Admission serves AdmissionReviews (admission.k8s.io/v1) with f. A body

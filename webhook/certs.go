@@ -3,26 +3,17 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/internal/pki"
 )
 
 // The files Certs keeps in CertOptions.Dir.
@@ -188,10 +179,15 @@ type CertOptions struct {
 //
 // Certs is safe for concurrent use.
 type Certs struct {
+	// Each step sums up the certificates (state; Ensure first reads Dir
+	// through store), asks planCerts what is due, carries the plan out
+	// (carryOut: generate, write), and then publishes the bundle through
+	// the hooks without holding rot (publish).
 	opts         CertOptions
+	policy       certPolicy
+	store        certStore
 	clock        clock.Clock
 	log          *slog.Logger
-	caRenew      time.Duration // renew a generated CA when less than this is left
 	givenCAs     []*certsCA    // the given CA's certificates; nil when Certs generates its CA
 	givenServing *certsLeaf    // the given serving pair; nil when Certs generates it
 	givenBundle  []byte        // the bundle with a given serving pair
@@ -212,23 +208,6 @@ type Certs struct {
 	mu     sync.Mutex // guards bundle and hooks
 	bundle []byte
 	hooks  []func(ctx context.Context, caBundle []byte) error
-}
-
-// certsCA is a CA of the bundle.
-type certsCA struct {
-	cert *x509.Certificate
-	pem  []byte
-	key  crypto.Signer // nil when Certs cannot sign with it
-	// trustedAt is when hooks first succeeded with a bundle holding this
-	// CA; zero while not known.
-	trustedAt time.Time
-}
-
-// certsLeaf is a serving pair.
-type certsLeaf struct {
-	cert            *x509.Certificate
-	certPEM, keyPEM []byte
-	bundleFromChain []byte
 }
 
 // NewCerts checks opts and returns a Certs. It reads and writes no file;
@@ -281,11 +260,22 @@ func NewCerts(opts CertOptions) (*Certs, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Certs{
-		opts:    opts,
-		clock:   clock.OrReal(opts.Clock),
-		log:     log,
-		caRenew: caRenew,
-		wake:    make(chan struct{}, 1),
+		opts: opts,
+		policy: certPolicy{
+			DNSNames:         slices.Clone(opts.DNSNames),
+			IPs:              slices.Clone(opts.IPs),
+			CAValidity:       opts.CAValidity,
+			CertValidity:     opts.CertValidity,
+			RotateBefore:     opts.RotateBefore,
+			PropagationDelay: opts.PropagationDelay,
+			CARenew:          caRenew,
+			GivenCA:          opts.CA != nil,
+			GivenServing:     given,
+		},
+		store: certStore{dir: opts.Dir},
+		clock: clock.OrReal(opts.Clock),
+		log:   log,
+		wake:  make(chan struct{}, 1),
 	}
 	now := c.clock.Now()
 	if opts.CA != nil {
@@ -380,9 +370,9 @@ func (c *Certs) Rotate(ctx context.Context) error {
 		c.ensured = true
 	}
 	c.retryAt = time.Time{} // retry failed hooks now
-	_, err := c.step(true)
+	pl, err := c.step(true)
 	c.rot.Unlock()
-	if err == nil {
+	if err == nil && pl.Publish {
 		err = c.publish(ctx)
 	}
 	select {
@@ -413,12 +403,18 @@ func (c *Certs) Start(ctx context.Context) error {
 	c.rot.Unlock()
 	for {
 		c.rot.Lock()
-		next, err := c.step(false)
+		pl, err := c.step(false)
+		next := c.retryAt
 		c.rot.Unlock()
 		if err == nil {
-			err = c.publish(ctx)
+			if pl.Publish {
+				err = c.publish(ctx)
+			}
+			// Publishing may have made a CA trusted, and another
+			// goroutine may have stepped meanwhile: plan the wake-up from
+			// the state as it is now.
 			c.rot.Lock()
-			next = c.nextDue(c.clock.Now()) // publishing may have made a CA trusted
+			next, _ = nextDue(c.state(c.clock.Now(), false), c.policy)
 			c.rot.Unlock()
 		}
 		if ctx.Err() != nil {
@@ -427,7 +423,10 @@ func (c *Certs) Start(ctx context.Context) error {
 		if err != nil {
 			c.log.Error("webhook: certificates", "err", err)
 		}
-		wait := min(next.Sub(c.clock.Now()), certsMaxWait)
+		wait := certsMaxWait
+		if !next.IsZero() {
+			wait = min(next.Sub(c.clock.Now()), certsMaxWait)
+		}
 		if wait <= 0 {
 			wait = certsMinRetry
 		}
@@ -443,15 +442,15 @@ func (c *Certs) Start(ctx context.Context) error {
 	}
 }
 
-// load reads the files of Dir into c. rot must be held.
+// load reads the files of Dir into c, keeping what is known of the trust
+// of CAs already loaded. rot must be held.
 func (c *Certs) load() error {
-	if err := os.MkdirAll(c.opts.Dir, 0o700); err != nil {
-		return fmt.Errorf("webhook: certificate folder: %w", err)
+	if err := c.store.prepare(); err != nil {
+		return err
 	}
-	now := c.clock.Now()
 	old := c.cas
 	c.unhooked = true
-	c.leafSince = now
+	c.leafSince = c.clock.Now()
 	switch {
 	case c.givenServing != nil:
 		c.cas = c.givenCAs
@@ -461,86 +460,177 @@ func (c *Certs) load() error {
 	case c.givenCAs != nil:
 		c.cas = c.givenCAs
 	default:
-		c.cas = c.loadCAs(now)
+		c.cas = c.store.loadCAs()
 	}
-	// Keep what is known of the trust of CAs already loaded.
 	for _, ca := range c.cas {
 		for _, o := range old {
-			if bytes.Equal(ca.cert.Raw, o.cert.Raw) && ca.trustedAt.IsZero() {
+			if bytes.Equal(ca.Cert.Raw, o.Cert.Raw) && ca.trustedAt.IsZero() {
 				ca.trustedAt = o.trustedAt
 			}
 		}
 	}
 	c.leaf, c.leafIssuer = nil, nil
-	certPEM, err1 := os.ReadFile(filepath.Join(c.opts.Dir, ServingCertFile))
-	keyPEM, err2 := os.ReadFile(filepath.Join(c.opts.Dir, ServingKeyFile))
-	if err1 != nil || err2 != nil {
-		return nil
-	}
-	leaf, err := parseCertsLeaf(certPEM, keyPEM, ServingCertFile, ServingKeyFile)
+	leaf, err := c.store.loadServing()
 	if err != nil {
 		c.log.Warn("webhook: serving certificate in the folder is unusable; a new one will be made", "dir", c.opts.Dir, "err", err)
 		return nil
 	}
-	c.leaf = leaf
-	c.leafIssuer = c.issuerOf(leaf.cert)
+	if leaf != nil {
+		c.leaf = leaf
+		c.leafIssuer = c.issuerOf(leaf.cert)
+	}
 	return nil
-}
-
-// loadCAs reads the generated CAs and their keys from Dir, newest first,
-// skipping expired ones. Unreadable files count as none: the CA is then
-// made anew.
-func (c *Certs) loadCAs(now time.Time) []*certsCA {
-	bundlePEM, err := os.ReadFile(filepath.Join(c.opts.Dir, CABundleFile))
-	if err != nil {
-		return nil
-	}
-	keys, _ := parseKeysPEM(readOptional(filepath.Join(c.opts.Dir, CAKeyFile)))
-	var cas []*certsCA
-	for _, cert := range parseCertsPEM(bundlePEM) {
-		if !cert.IsCA || !now.Before(cert.NotAfter) || slices.ContainsFunc(cas, func(o *certsCA) bool { return bytes.Equal(o.cert.Raw, cert.Raw) }) {
-			continue
-		}
-		ca := &certsCA{cert: cert, pem: certPEMOf(cert)}
-		for _, k := range keys {
-			if publicKeysEqual(cert.PublicKey, k.Public()) {
-				ca.key = k
-			}
-		}
-		cas = append(cas, ca)
-	}
-	sort.SliceStable(cas, func(i, j int) bool { return cas[i].cert.NotBefore.After(cas[j].cert.NotBefore) })
-	return cas
 }
 
 // issuerOf returns the CA of c.cas whose key signed cert, or nil.
 func (c *Certs) issuerOf(cert *x509.Certificate) *certsCA {
 	for _, ca := range c.cas {
-		if cert.CheckSignatureFrom(ca.cert) == nil {
+		if cert.CheckSignatureFrom(ca.Cert) == nil {
 			return ca
 		}
 	}
 	return nil
 }
 
-// step brings the certificates up to date at the clock's current time:
-// it renews what is due (everything it can when force) and writes the
-// files; publish then calls the hooks if the bundle has not been
-// published. It returns when the next thing falls due. rot must be held.
-func (c *Certs) step(force bool) (next time.Time, err error) {
-	now := c.clock.Now()
-	if c.givenServing == nil {
-		if err := c.renew(now, force); err != nil {
-			c.failed(now)
-			return c.retryAt, err
+// state sums up c for the plan. rot must be held.
+func (c *Certs) state(now time.Time, force bool) certState {
+	s := certState{
+		Now:         now,
+		Force:       force,
+		BundleStale: !bytes.Equal(c.bundleOf(), c.CABundle()),
+		Unpublished: c.unhooked,
+		RetryAt:     c.retryAt,
+	}
+	for _, ca := range c.cas {
+		s.CAs = append(s.CAs, caState{NotBefore: ca.Cert.NotBefore, NotAfter: ca.Cert.NotAfter, Key: ca.Key != nil, TrustedAt: ca.trustedAt})
+	}
+	if l := c.leaf; l != nil {
+		s.Leaf = &leafState{
+			NotBefore: l.cert.NotBefore, NotAfter: l.cert.NotAfter,
+			DNSNames: l.cert.DNSNames, IPs: l.cert.IPAddresses,
+			Issuer: slices.Index(c.cas, c.leafIssuer), Since: c.leafSince,
 		}
 	}
-	c.setBundle()
-	if err := c.writeBundle(); err != nil {
-		c.failed(now)
-		return c.retryAt, err
+	return s
+}
+
+// bundleOf returns the bundle of the CAs as they are. rot must be held.
+func (c *Certs) bundleOf() []byte {
+	if c.givenServing != nil {
+		return c.givenBundle
 	}
-	return c.nextDue(now), nil
+	return joinCAPEM(c.cas)
+}
+
+// step brings the certificates up to date at the clock's current time:
+// it plans, and carries the plan out. It returns the plan, whose Publish
+// says whether to call publish next. A failure schedules a retry with
+// backoff (c.retryAt). rot must be held.
+func (c *Certs) step(force bool) (certPlan, error) {
+	now := c.clock.Now()
+	pl := planCerts(c.state(now, force), c.policy)
+	if err := c.carryOut(now, pl); err != nil {
+		c.failed(now)
+		return pl, err
+	}
+	return pl, nil
+}
+
+// carryOut does what pl asks, in its order, and writes the files. On an
+// error it stops: what was done stays done (in memory and on disk), and the
+// next plan starts from there. rot must be held.
+func (c *Certs) carryOut(now time.Time, pl certPlan) error {
+	if pl.Err != nil {
+		return pl.Err
+	}
+	planned := slices.Clone(c.cas) // what the plan's indexes refer to
+	drop := func(idx []int, msg string) {
+		for _, i := range idx {
+			c.log.Info(msg, "serial", planned[i].Cert.SerialNumber.Text(16))
+		}
+		c.cas = slices.DeleteFunc(c.cas, func(ca *certsCA) bool {
+			return slices.ContainsFunc(idx, func(i int) bool { return planned[i] == ca })
+		})
+		if c.leafIssuer != nil && !slices.Contains(c.cas, c.leafIssuer) {
+			c.leafIssuer = nil
+		}
+	}
+	drop(pl.Expired, "webhook: expired CA dropped from the bundle")
+	var fresh *certsCA
+	if pl.NewCA != "" {
+		ca, err := pki.NewCA(fmt.Sprintf("loom-webhook-ca@%d", now.Unix()), now, now.Add(c.opts.CAValidity))
+		if err != nil {
+			return fmt.Errorf("webhook: generating a CA: %w", err)
+		}
+		fresh = &certsCA{CA: *ca}
+		c.log.Info("webhook: CA generated", "reason", pl.NewCA, "serial", ca.Cert.SerialNumber.Text(16), "notAfter", ca.Cert.NotAfter)
+		c.cas = slices.Insert(c.cas, 0, fresh)
+		if err := c.store.writeCAs(c.cas); err != nil {
+			return err
+		}
+	}
+	if r := pl.Renew; r != nil {
+		signer := fresh
+		if r.Signer != newCA {
+			signer = planned[r.Signer]
+		}
+		if err := c.issueLeaf(now, signer, r); err != nil {
+			return err
+		}
+	}
+	if len(pl.Retired) > 0 {
+		drop(pl.Retired, "webhook: old CA dropped from the bundle")
+		if err := c.store.writeCAs(c.cas); err != nil {
+			return err
+		}
+	}
+	if pl.BundleChanged {
+		c.mu.Lock()
+		c.bundle = c.bundleOf()
+		c.mu.Unlock()
+		c.unhooked = true
+		c.retryAt, c.retryDelay = time.Time{}, 0
+	}
+	// ca.crt, and a given serving pair, unless the files hold them
+	// already.
+	if c.givenServing != nil {
+		if err := c.store.writeServing(c.givenServing); err != nil {
+			return err
+		}
+	}
+	return c.store.writeBundle(c.CABundle())
+}
+
+// issueLeaf makes a serving certificate signed by ca, as r asks, and
+// writes the pair. rot must be held.
+func (c *Certs) issueLeaf(now time.Time, ca *certsCA, r *renewal) error {
+	if r.CutShort {
+		c.log.Warn("webhook: serving certificate cut short by its CA's expiry; renew the CA", "caNotAfter", ca.Cert.NotAfter)
+	}
+	cn := ""
+	if len(c.opts.DNSNames) > 0 {
+		cn = c.opts.DNSNames[0]
+	} else {
+		cn = c.opts.IPs[0].String()
+	}
+	pair, err := ca.Issue(pki.Request{
+		CommonName: cn,
+		DNSNames:   c.opts.DNSNames,
+		IPs:        c.opts.IPs,
+		Server:     true,
+		NotAfter:   now.Add(c.opts.CertValidity),
+	}, now)
+	if err != nil {
+		return fmt.Errorf("webhook: serving certificate: %w", err)
+	}
+	leaf := &certsLeaf{cert: pair.Cert, certPEM: pair.CertPEM, keyPEM: pair.KeyPEM}
+	if err := c.store.writeServing(leaf); err != nil {
+		return err
+	}
+	c.leaf, c.leafIssuer, c.leafSince = leaf, ca, now
+	c.log.Info("webhook: serving certificate written", "reason", r.Reason, "serial", pair.Cert.SerialNumber.Text(16),
+		"ca", ca.Cert.SerialNumber.Text(16), "notAfter", pair.Cert.NotAfter, "dir", c.opts.Dir)
+	return nil
 }
 
 // publish calls the OnRotate hooks with the current bundle if it has not
@@ -552,8 +642,8 @@ func (c *Certs) publish(ctx context.Context) error {
 	c.pub.Lock()
 	defer c.pub.Unlock()
 	c.rot.Lock()
-	now := c.clock.Now()
-	if !c.unhooked || now.Before(c.retryAt) {
+	// Checked again: another caller may have published since the plan.
+	if !publishDue(c.unhooked, c.retryAt, c.clock.Now()) {
 		c.rot.Unlock()
 		return nil
 	}
@@ -567,7 +657,7 @@ func (c *Certs) publish(ctx context.Context) error {
 
 	c.rot.Lock()
 	defer c.rot.Unlock()
-	now = c.clock.Now()
+	now := c.clock.Now()
 	if err != nil {
 		c.failed(now)
 		return err
@@ -585,302 +675,10 @@ func (c *Certs) publish(ctx context.Context) error {
 	return nil
 }
 
-// failed schedules a retry with backoff.
+// failed schedules a retry with backoff. rot must be held.
 func (c *Certs) failed(now time.Time) {
-	c.retryDelay = min(max(2*c.retryDelay, certsMinRetry), certsMaxRetry)
+	c.retryDelay = retryDelay(c.retryDelay)
 	c.retryAt = now.Add(c.retryDelay)
-}
-
-// renew generates whatever is due in the generated (not given) serving
-// certificate and CA. rot must be held.
-func (c *Certs) renew(now time.Time, force bool) error {
-	generated := c.givenCAs == nil
-	if generated {
-		// Expired CAs verify nothing: drop them.
-		c.cas = slices.DeleteFunc(c.cas, func(ca *certsCA) bool { return !now.Before(ca.cert.NotAfter) })
-		if c.leafIssuer != nil && !slices.Contains(c.cas, c.leafIssuer) {
-			c.leafIssuer = nil
-		}
-		if len(c.cas) == 0 || c.cas[0].key == nil || c.cas[0].cert.NotAfter.Sub(now) <= c.caRenew {
-			ca, err := c.newCA(now)
-			if err != nil {
-				return err
-			}
-			c.cas = append([]*certsCA{ca}, c.cas...)
-			// The key first: a key without its certificate is ignored on
-			// load, a certificate without its key could not sign.
-			if err := c.writeCAFiles(); err != nil {
-				return err
-			}
-		}
-	} else if !now.Before(c.cas[0].cert.NotAfter) {
-		return &CertError{Source: "CertOptions.CA.Cert", Err: ErrCertExpired}
-	}
-
-	trusted := c.trustedSigner(now)
-	reason := ""
-	signer := trusted
-	switch {
-	case c.leaf == nil:
-		reason = "no serving certificate"
-	case c.leafIssuer == nil:
-		reason = "serving certificate not signed by a CA of the bundle"
-	case !sameSANs(c.leaf.cert, c.opts.DNSNames, c.opts.IPs):
-		reason = "serving certificate for other DNS names or IPs"
-	case now.Before(c.leaf.cert.NotBefore) || !now.Before(c.leaf.cert.NotAfter):
-		reason = "serving certificate expired"
-	}
-	if reason != "" {
-		// Nothing works now: sign with the best CA there is.
-		if signer == nil {
-			signer = c.newestSigner()
-		}
-	} else {
-		switch {
-		case trusted != nil && trusted != c.leafIssuer:
-			reason = "switch to the new CA"
-		case force:
-			reason = "rotation asked for"
-			if trusted == nil {
-				signer = c.newestSigner()
-			}
-		case trusted != nil && c.leafDue(now, trusted):
-			reason = "serving certificate due for renewal"
-		}
-	}
-	if reason != "" {
-		if err := c.issueLeaf(now, signer, reason); err != nil {
-			return err
-		}
-	}
-
-	if generated && c.leafIssuer != nil {
-		// CAs older than the one in service leave the bundle once every
-		// server has had time to load the serving certificate.
-		i := slices.Index(c.cas, c.leafIssuer)
-		if i >= 0 && i < len(c.cas)-1 && !now.Before(c.leafSince.Add(c.opts.PropagationDelay)) {
-			for _, ca := range c.cas[i+1:] {
-				c.log.Info("webhook: old CA dropped from the bundle", "serial", ca.cert.SerialNumber.Text(16))
-			}
-			c.cas = c.cas[:i+1]
-			if err := c.writeCAFiles(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// trustedSigner returns the newest CA with a key that clients are known to
-// trust: the one that signed the serving certificate in service, or one the
-// hooks published at least PropagationDelay ago. Nil if none.
-func (c *Certs) trustedSigner(now time.Time) *certsCA {
-	for _, ca := range c.cas {
-		if ca.key == nil {
-			continue
-		}
-		if ca == c.leafIssuer || c.givenCAs != nil {
-			return ca
-		}
-		if !ca.trustedAt.IsZero() && !now.Before(ca.trustedAt.Add(c.opts.PropagationDelay)) {
-			return ca
-		}
-	}
-	return nil
-}
-
-// newestSigner returns the newest CA with a key.
-func (c *Certs) newestSigner() *certsCA {
-	for _, ca := range c.cas {
-		if ca.key != nil {
-			return ca
-		}
-	}
-	return nil
-}
-
-// leafDue reports whether the serving certificate has less than
-// RotateBefore left and a renewal by signer would last longer.
-func (c *Certs) leafDue(now time.Time, signer *certsCA) bool {
-	return c.leaf.cert.NotAfter.Sub(now) <= c.opts.RotateBefore && signer.cert.NotAfter.After(c.leaf.cert.NotAfter)
-}
-
-// nextDue returns when step has something to do next. rot must be held.
-func (c *Certs) nextDue(now time.Time) time.Time {
-	next := now.Add(certsMaxWait)
-	at := func(t time.Time) {
-		if t.After(now) && t.Before(next) {
-			next = t
-		}
-	}
-	if c.unhooked && !c.retryAt.IsZero() {
-		at(c.retryAt)
-	}
-	if c.givenServing != nil {
-		return next
-	}
-	if c.leaf != nil {
-		at(c.leaf.cert.NotAfter)
-		if signer := c.trustedSigner(now); signer != nil && signer.cert.NotAfter.After(c.leaf.cert.NotAfter) {
-			at(c.leaf.cert.NotAfter.Add(-c.opts.RotateBefore))
-		}
-	}
-	for i, ca := range c.cas {
-		at(ca.cert.NotAfter)
-		if i == 0 && c.givenCAs == nil {
-			at(ca.cert.NotAfter.Add(-c.caRenew))
-		}
-		if ca != c.leafIssuer && !ca.trustedAt.IsZero() && ca.key != nil {
-			at(ca.trustedAt.Add(c.opts.PropagationDelay))
-		}
-	}
-	if i := slices.Index(c.cas, c.leafIssuer); i >= 0 && i < len(c.cas)-1 {
-		at(c.leafSince.Add(c.opts.PropagationDelay))
-	}
-	return next
-}
-
-// newCA generates a CA.
-func (c *Certs) newCA(now time.Time) (*certsCA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: generating a CA key: %w", err)
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("loom-webhook-ca@%d", now.Unix())},
-		NotBefore:             now.Add(-certBackdate),
-		NotAfter:              now.Add(c.opts.CAValidity),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: making a CA certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	c.log.Info("webhook: CA generated", "serial", cert.SerialNumber.Text(16), "notAfter", cert.NotAfter)
-	return &certsCA{cert: cert, pem: certPEMOf(cert), key: key}, nil
-}
-
-// issueLeaf makes a serving certificate signed by ca and writes the pair.
-func (c *Certs) issueLeaf(now time.Time, ca *certsCA, reason string) error {
-	if ca == nil {
-		return &CertError{Source: "CertOptions.CA", Err: errors.New("no CA key to sign with")}
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("webhook: generating a serving key: %w", err)
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return err
-	}
-	notAfter := now.Add(c.opts.CertValidity)
-	if ca.cert.NotAfter.Before(notAfter) {
-		notAfter = ca.cert.NotAfter
-		c.log.Warn("webhook: serving certificate cut short by its CA's expiry; renew the CA", "caNotAfter", notAfter)
-	}
-	cn := ""
-	if len(c.opts.DNSNames) > 0 {
-		cn = c.opts.DNSNames[0]
-	} else {
-		cn = c.opts.IPs[0].String()
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn},
-		DNSNames:              slices.Clone(c.opts.DNSNames),
-		IPAddresses:           slices.Clone(c.opts.IPs),
-		NotBefore:             now.Add(-certBackdate),
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return fmt.Errorf("webhook: signing the serving certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return err
-	}
-	keyPEM, err := keyPEMOf(key)
-	if err != nil {
-		return err
-	}
-	leaf := &certsLeaf{cert: cert, certPEM: certPEMOf(cert), keyPEM: keyPEM}
-	// The certificate first, then the key: a Server that looks in between
-	// finds a pair that does not match and keeps the old one.
-	if err := writeFileAtomic(c.opts.Dir, ServingCertFile, leaf.certPEM, 0o644); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(c.opts.Dir, ServingKeyFile, leaf.keyPEM, 0o600); err != nil {
-		return err
-	}
-	c.leaf, c.leafIssuer, c.leafSince = leaf, ca, now
-	c.log.Info("webhook: serving certificate written", "reason", reason, "serial", cert.SerialNumber.Text(16),
-		"ca", ca.cert.SerialNumber.Text(16), "notAfter", cert.NotAfter, "dir", c.opts.Dir)
-	return nil
-}
-
-// writeCAFiles writes ca.key, then ca.crt, for generated CAs.
-func (c *Certs) writeCAFiles() error {
-	var keys []byte
-	for _, ca := range c.cas {
-		if ca.key == nil {
-			continue
-		}
-		k, err := keyPEMOf(ca.key)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k...)
-	}
-	if err := writeFileAtomic(c.opts.Dir, CAKeyFile, keys, 0o600); err != nil {
-		return err
-	}
-	return writeFileAtomic(c.opts.Dir, CABundleFile, joinCAPEM(c.cas), 0o644)
-}
-
-// setBundle sets the bundle from the CAs, and marks it unpublished if it
-// changed. rot must be held.
-func (c *Certs) setBundle() {
-	b := c.givenBundle
-	if c.givenServing == nil {
-		b = joinCAPEM(c.cas)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !bytes.Equal(b, c.bundle) {
-		c.bundle = b
-		c.unhooked = true
-		c.retryAt, c.retryDelay = time.Time{}, 0
-	}
-}
-
-// writeBundle writes ca.crt and, when given, the serving pair, unless the
-// files hold them already.
-func (c *Certs) writeBundle() error {
-	if c.givenServing != nil {
-		if err := writeFileAtomic(c.opts.Dir, ServingCertFile, c.givenServing.certPEM, 0o644); err != nil {
-			return err
-		}
-		if err := writeFileAtomic(c.opts.Dir, ServingKeyFile, c.givenServing.keyPEM, 0o600); err != nil {
-			return err
-		}
-	}
-	return writeFileAtomic(c.opts.Dir, CABundleFile, c.CABundle(), 0o644)
 }
 
 // callHooks calls every hook with the bundle; it returns their errors
@@ -903,18 +701,16 @@ func (c *Certs) callHooks(ctx context.Context, hooks []func(context.Context, []b
 	return nil
 }
 
-// parseGivenCA reads CertOptions.CA.
+// parseGivenCA reads CertOptions.CA: the CA matching the key first (it
+// signs), then the others of the bundle.
 func parseGivenCA(given *CAKeyPair, now time.Time) ([]*certsCA, error) {
-	certs := parseCertsPEM(given.Cert)
+	certs := pki.DecodeCerts(given.Cert)
 	if len(certs) == 0 {
 		return nil, &CertError{Source: "CertOptions.CA.Cert", Err: ErrCertNoPEM}
 	}
-	keys, err := parseKeysPEM(given.Key)
+	keys, err := decodeKeys(given.Key)
 	if err != nil {
 		return nil, &CertError{Source: "CertOptions.CA.Key", Err: err}
-	}
-	if len(keys) == 0 {
-		return nil, &CertError{Source: "CertOptions.CA.Key", Err: ErrCertNoPEM}
 	}
 	var signer *certsCA
 	var cas []*certsCA
@@ -922,19 +718,18 @@ func parseGivenCA(given *CAKeyPair, now time.Time) ([]*certsCA, error) {
 		if !cert.IsCA || !cert.BasicConstraintsValid {
 			return nil, &CertError{Source: "CertOptions.CA.Cert", Err: fmt.Errorf("%w: %q", ErrCertNotCA, cert.Subject.CommonName)}
 		}
-		ca := &certsCA{cert: cert, pem: certPEMOf(cert)}
-		if signer == nil && publicKeysEqual(cert.PublicKey, keys[0].Public()) {
-			ca.key, signer = keys[0], ca
+		ca := &certsCA{CA: pki.CA{Cert: cert, CertPEM: pki.EncodeCert(cert)}}
+		if signer == nil && pki.Matches(cert, keys[0]) {
+			ca.Key, signer = keys[0], ca
 		}
 		cas = append(cas, ca)
 	}
 	if signer == nil {
 		return nil, &CertError{Source: "CertOptions.CA.Key", Err: ErrCertKeyMismatch}
 	}
-	if now.Before(signer.cert.NotBefore) || !now.Before(signer.cert.NotAfter) {
-		return nil, &CertError{Source: "CertOptions.CA.Cert", Err: fmt.Errorf("%w (valid %v to %v)", ErrCertExpired, signer.cert.NotBefore, signer.cert.NotAfter)}
+	if now.Before(signer.Cert.NotBefore) || !now.Before(signer.Cert.NotAfter) {
+		return nil, &CertError{Source: "CertOptions.CA.Cert", Err: fmt.Errorf("%w (valid %v to %v)", ErrCertExpired, signer.Cert.NotBefore, signer.Cert.NotAfter)}
 	}
-	// The signer first: it is the CA in service.
 	i := slices.Index(cas, signer)
 	cas[0], cas[i] = cas[i], cas[0]
 	return cas, nil
@@ -956,190 +751,8 @@ func checkGivenLeaf(leaf *certsLeaf, opts CertOptions, cas []*certsCA, now time.
 			return &CertError{Source: src, Err: fmt.Errorf("%w: %v", ErrCertSANs, ip)}
 		}
 	}
-	if cas != nil && !slices.ContainsFunc(cas, func(ca *certsCA) bool { return leaf.cert.CheckSignatureFrom(ca.cert) == nil }) {
+	if cas != nil && !slices.ContainsFunc(cas, func(ca *certsCA) bool { return leaf.cert.CheckSignatureFrom(ca.Cert) == nil }) {
 		return &CertError{Source: src, Err: ErrCertNotSigned}
-	}
-	return nil
-}
-
-// parseCertsLeaf reads a serving pair: the first certificate of certPEM is
-// the leaf; the others are its chain.
-func parseCertsLeaf(certPEM, keyPEM []byte, certSrc, keySrc string) (*certsLeaf, error) {
-	certs := parseCertsPEM(certPEM)
-	if len(certs) == 0 {
-		return nil, &CertError{Source: certSrc, Err: ErrCertNoPEM}
-	}
-	keys, err := parseKeysPEM(keyPEM)
-	if err != nil {
-		return nil, &CertError{Source: keySrc, Err: err}
-	}
-	if len(keys) == 0 {
-		return nil, &CertError{Source: keySrc, Err: ErrCertNoPEM}
-	}
-	if !publicKeysEqual(certs[0].PublicKey, keys[0].Public()) {
-		return nil, &CertError{Source: keySrc, Err: ErrCertKeyMismatch}
-	}
-	leaf := &certsLeaf{cert: certs[0], certPEM: bytes.Clone(certPEM), keyPEM: bytes.Clone(keyPEM)}
-	for _, cert := range certs[1:] {
-		leaf.bundleFromChain = append(leaf.bundleFromChain, certPEMOf(cert)...)
-	}
-	return leaf, nil
-}
-
-// parseCertsPEM returns the certificates of the CERTIFICATE blocks of data
-// that parse.
-func parseCertsPEM(data []byte) []*x509.Certificate {
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			return out
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		if cert, err := x509.ParseCertificate(b.Bytes); err == nil {
-			out = append(out, cert)
-		}
-	}
-}
-
-// parseKeysPEM returns the private keys of data, in PKCS #8, SEC 1 or
-// PKCS #1 blocks. A key block that does not parse is an error.
-func parseKeysPEM(data []byte) ([]crypto.Signer, error) {
-	var out []crypto.Signer
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			return out, nil
-		}
-		var key any
-		var err error
-		switch b.Type {
-		case "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(b.Bytes)
-		case "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(b.Bytes)
-		case "RSA PRIVATE KEY":
-			key, err = x509.ParsePKCS1PrivateKey(b.Bytes)
-		default:
-			continue
-		}
-		if err != nil {
-			// The parse error names no key material.
-			return nil, fmt.Errorf("%w: %s block: %w", ErrCertNoPEM, b.Type, err)
-		}
-		s, ok := key.(crypto.Signer)
-		if !ok {
-			return nil, fmt.Errorf("%w: %s block holds a %T, not a signing key", ErrCertNoPEM, b.Type, key)
-		}
-		out = append(out, s)
-	}
-}
-
-func publicKeysEqual(a, b crypto.PublicKey) bool {
-	e, ok := a.(interface{ Equal(crypto.PublicKey) bool })
-	return ok && e.Equal(b)
-}
-
-// sameSANs reports whether cert names exactly dns and ips.
-func sameSANs(cert *x509.Certificate, dns []string, ips []net.IP) bool {
-	norm := func(ips []net.IP) []string {
-		out := make([]string, 0, len(ips))
-		for _, ip := range ips {
-			out = append(out, ip.To16().String())
-		}
-		slices.Sort(out)
-		return slices.Compact(out)
-	}
-	sorted := func(s []string) []string {
-		s = slices.Clone(s)
-		slices.Sort(s)
-		return slices.Compact(s)
-	}
-	return slices.Equal(sorted(cert.DNSNames), sorted(dns)) && slices.Equal(norm(cert.IPAddresses), norm(ips))
-}
-
-func joinCAPEM(cas []*certsCA) []byte {
-	var b []byte
-	for _, ca := range cas {
-		b = append(b, ca.pem...)
-	}
-	return b
-}
-
-func certPEMOf(cert *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
-}
-
-func keyPEMOf(key crypto.Signer) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: encoding a private key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}
-
-func randomSerial() (*big.Int, error) {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, fmt.Errorf("webhook: certificate serial number: %w", err)
-	}
-	return n.Add(n, big.NewInt(1)), nil
-}
-
-func readOptional(path string) []byte {
-	b, _ := os.ReadFile(path)
-	return b
-}
-
-// writeFileAtomic replaces dir/name with data: written to a temporary file
-// in dir, synced, then renamed over it, so that a reader sees the old or
-// the new file, never a torn one. A file that holds data already is left
-// alone (but given perm).
-func writeFileAtomic(dir, name string, data []byte, perm os.FileMode) error {
-	path := filepath.Join(dir, name)
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		if st, err := os.Stat(path); err == nil && st.Mode().Perm() != perm {
-			if err := os.Chmod(path, perm); err != nil {
-				return fmt.Errorf("webhook: %w", err)
-			}
-		}
-		return nil
-	}
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("webhook: writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("webhook: writing %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("webhook: writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("webhook: writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("webhook: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("webhook: writing %s: %w", path, err)
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }

@@ -16,17 +16,18 @@
 //
 // # Admission
 //
-// Validating and Mutating turn a function of a typed object into an
-// admission handler: the review is decoded (a malformed one gets a 400 with
-// the reason, never a panic), the object decoded into the Go type, and the
-// answer encoded. A mutating function changes the object in place; the
-// handler answers with the JSON patch from the object as sent to the object
-// as changed. Return warnings with the answer; deny with an error: an
-// apimachinery status error (such as apierrors.NewInvalid) keeps its code
-// and reason, any other error denies with 403 Forbidden and its message,
-// which kubectl shows. ValidatorFor and DefaulterFor give the common shape of
-// one custom type's validation (on create, update and delete) and
-// defaulting.
+// Admission turns an AdmissionFunc into an HTTP handler: the review is
+// decoded (a malformed one gets a 400 with the reason, never a panic), the
+// function answers with Allowed or Denied, and the answer is encoded.
+// ValidatorFor serves a Validator, the common shape of one type's
+// validation (on create, update and delete), with the object decoded into
+// its Go type. Mutating serves a function that changes a typed object in
+// place, and answers with the JSON patch from the object as sent to the
+// object as changed; DefaulterFor serves a Defaulter through it. Return
+// Warnings with the answer; deny with an error: an apimachinery status
+// error (such as apierrors.NewInvalid) keeps its code and reason, any
+// other error denies with 403 Forbidden and its message, which kubectl
+// shows.
 //
 // # Conversion
 //
