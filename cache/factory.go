@@ -313,21 +313,29 @@ func (f *Factory) WaitForCacheSync(ctx context.Context) error {
 	f.mu.Lock()
 	syncers := make([]Syncer, 0, len(f.informers))
 	for _, e := range f.informers {
-		if e.started {
-			syncers = append(syncers, e.inf)
-		} else {
-			syncers = append(syncers, notStarted{e.inf})
-		}
+		syncers = append(syncers, factorySyncer{f, e})
 	}
 	f.mu.Unlock()
 	return WaitForCacheSync(ctx, syncers...)
 }
 
-// notStarted stands for an informer the factory has not started.
-type notStarted struct{ Runner }
+// factorySyncer is an informer of the factory as WaitForCacheSync sees
+// it: until the factory starts it, its error is ErrNotStarted.
+type factorySyncer struct {
+	f *Factory
+	e *factoryEntry
+}
 
-func (n notStarted) LastError() error {
-	return fmt.Errorf("cache: informer %s: %w", n.Name(), ErrNotStarted)
+func (s factorySyncer) Name() string    { return s.e.inf.Name() }
+func (s factorySyncer) HasSynced() bool { return s.e.inf.HasSynced() }
+func (s factorySyncer) LastError() error {
+	s.f.mu.Lock()
+	started := s.e.started
+	s.f.mu.Unlock()
+	if !started {
+		return fmt.Errorf("cache: informer %s: %w", s.e.inf.Name(), ErrNotStarted)
+	}
+	return s.e.inf.LastError()
 }
 
 // StopInformer stops one informer of the factory and waits for it to
