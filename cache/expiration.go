@@ -3,8 +3,6 @@ package cache
 import (
 	"sync"
 	"time"
-
-	"github.com/loom-k8s/loom/internal/clock"
 )
 
 // DefaultTTL is the time to live of an [ExpirationCache] whose options
@@ -21,10 +19,6 @@ type ExpirationCacheOptions[T any] struct {
 	// TTL is how long an object stays after its last Add, Update or
 	// Replace. Default zero (or negative): [DefaultTTL].
 	TTL time.Duration
-	// Clock is the time source. Default nil: the system clock. The type
-	// lives in an internal package so that this module's tests can
-	// inject a fake clock; users leave it nil.
-	Clock clock.Clock
 }
 
 // ExpirationCache is a store whose objects expire a fixed time after they
@@ -36,13 +30,16 @@ type ExpirationCacheOptions[T any] struct {
 // wrong for a while, such as discovery results or token reviews. Loom's
 // informers do not use it: their caches are kept fresh by watches.
 //
+// ExpirationCache reads the time with the time package. A test can make
+// objects expire without waiting by using the cache in a testing/synctest
+// bubble, where that time is fake and time.Sleep moves it forward at once.
+//
 // ExpirationCache is safe for concurrent use. Objects are shared and must
 // not be mutated. The zero value is not usable; call
 // [NewExpirationCache].
 type ExpirationCache[T any] struct {
 	keyFunc KeyFunc[T]
 	ttl     time.Duration
-	clock   clock.Clock
 
 	mu    sync.Mutex
 	items map[string]expiring[T]
@@ -64,7 +61,6 @@ func NewExpirationCache[T any](opts ExpirationCacheOptions[T]) *ExpirationCache[
 	return &ExpirationCache[T]{
 		keyFunc: defaultKeyFunc(opts.KeyFunc),
 		ttl:     ttl,
-		clock:   clock.OrReal(opts.Clock),
 		items:   map[string]expiring[T]{},
 	}
 }
@@ -78,7 +74,7 @@ func (c *ExpirationCache[T]) Add(obj T) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.items[key] = expiring[T]{obj: obj, expires: c.clock.Now().Add(c.ttl)}
+	c.items[key] = expiring[T]{obj: obj, expires: time.Now().Add(c.ttl)}
 	return nil
 }
 
@@ -102,7 +98,7 @@ func (c *ExpirationCache[T]) Delete(obj T) error {
 // It fails, changing nothing, with a [*KeyError].
 func (c *ExpirationCache[T]) Replace(objs []T) error {
 	items := make(map[string]expiring[T], len(objs))
-	expires := c.clock.Now().Add(c.ttl)
+	expires := time.Now().Add(c.ttl)
 	for _, obj := range objs {
 		key, err := keyOf(c.keyFunc, obj)
 		if err != nil {
@@ -118,7 +114,7 @@ func (c *ExpirationCache[T]) Replace(objs []T) error {
 
 // expire drops the expired objects. The caller holds mu.
 func (c *ExpirationCache[T]) expire() {
-	now := c.clock.Now()
+	now := time.Now()
 	for key, it := range c.items {
 		if !now.Before(it.expires) {
 			delete(c.items, key)
@@ -131,7 +127,7 @@ func (c *ExpirationCache[T]) Get(key string) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	it, ok := c.items[key]
-	if ok && !c.clock.Now().Before(it.expires) {
+	if ok && !time.Now().Before(it.expires) {
 		delete(c.items, key)
 		ok = false
 	}

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/loom-k8s/loom/cache"
-	"github.com/loom-k8s/loom/internal/clock"
 )
 
 func TestKeys(t *testing.T) {
@@ -258,18 +258,22 @@ func TestHeapPopWaits(t *testing.T) {
 	}
 }
 
+// TestExpirationCache runs in a testing/synctest bubble, where time.Sleep
+// moves the time forward at once and exactly.
 func TestExpirationCache(t *testing.T) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(start)
-	c := cache.NewExpirationCache(cache.ExpirationCacheOptions[*obj]{TTL: time.Minute, Clock: clk})
+	synctest.Test(t, checkExpirationCache)
+}
+
+func checkExpirationCache(t *testing.T) {
+	c := cache.NewExpirationCache(cache.ExpirationCacheOptions[*obj]{TTL: time.Minute})
 	_ = c.Add(&obj{Name: "a"})
-	clk.Step(30 * time.Second)
+	time.Sleep(30 * time.Second)
 	_ = c.Add(&obj{Name: "b"})
-	clk.Step(30*time.Second - 1)
+	time.Sleep(30*time.Second - 1)
 	if got := c.ListKeys(); len(got) != 2 {
 		t.Fatalf("just before a expires, keys = %q", got)
 	}
-	clk.Step(1) // a is TTL old: expired
+	time.Sleep(1) // a is TTL old: expired
 	if _, ok := c.Get("a"); ok {
 		t.Error("a did not expire at TTL")
 	}
@@ -277,11 +281,11 @@ func TestExpirationCache(t *testing.T) {
 		t.Error("b expired early")
 	}
 	_ = c.Update(&obj{Name: "b", Version: 2}) // refreshes b
-	clk.Step(59 * time.Second)
+	time.Sleep(59 * time.Second)
 	if o, ok := c.Get("b"); !ok || o.Version != 2 {
 		t.Errorf("refreshed b = %v, %v", o, ok)
 	}
-	clk.Step(time.Second)
+	time.Sleep(time.Second)
 	if n := c.Len(); n != 0 {
 		t.Errorf("Len after everything expired = %d", n)
 	}
@@ -289,18 +293,18 @@ func TestExpirationCache(t *testing.T) {
 		t.Errorf("List after everything expired = %v", l)
 	}
 	_ = c.Replace([]*obj{{Name: "x"}, {Name: "y"}})
-	clk.Step(time.Minute)
+	time.Sleep(time.Minute)
 	if n := c.Len(); n != 0 {
 		t.Errorf("replaced objects did not expire: Len = %d", n)
 	}
 
-	d := cache.NewExpirationCache(cache.ExpirationCacheOptions[*obj]{Clock: clk})
+	d := cache.NewExpirationCache(cache.ExpirationCacheOptions[*obj]{})
 	_ = d.Add(&obj{Name: "a"})
-	clk.Step(cache.DefaultTTL - 1)
+	time.Sleep(cache.DefaultTTL - 1)
 	if d.Len() != 1 {
 		t.Error("default TTL is shorter than DefaultTTL")
 	}
-	clk.Step(1)
+	time.Sleep(1)
 	if d.Len() != 0 {
 		t.Error("default TTL is longer than DefaultTTL")
 	}

@@ -32,7 +32,7 @@ func (d *delays[T]) init() {
 	d.byItem = make(map[T]*waitEntry[T])
 }
 
-// AddAfter adds item once d has elapsed on the queue's clock. A d of
+// AddAfter adds item once d has elapsed. A d of
 // zero or less adds it now. If item is already waiting for an earlier
 // time, the call does nothing; if it is waiting for a later time, it now
 // waits for the earlier one. Waiting items are not counted by Len and are

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loom-k8s/loom/internal/clock"
@@ -97,67 +98,81 @@ func (m *model) done(k string) {
 }
 
 // TestAgainstModel runs random sequences of Add, AddAfter, clock steps,
-// Get and Done on one goroutine and compares every Get and Len with the
-// model. The fake clock makes every run deterministic.
+// Get and Done and compares every Get and Len with the model. Each run is
+// a testing/synctest bubble, whose fake time makes it deterministic.
 func TestAgainstModel(t *testing.T) {
 	seeds := 200
 	if testing.Short() {
 		seeds = 20
 	}
 	for seed := range seeds {
-		rng := rand.New(rand.NewPCG(uint64(seed), 7))
-		clk := clock.NewFake(epoch)
-		q := workqueue.New(workqueue.Options[string]{Clock: clk})
-		m := newModel()
-		keys := 2 + rng.IntN(10)
-		for op := range 1000 {
-			k := strconv.Itoa(rng.IntN(keys))
-			switch c := rng.IntN(10); {
-			case c < 2:
-				q.Add(k)
-				m.add(k)
-			case c < 5:
-				d := time.Duration(rng.IntN(6)-1) * time.Second
-				q.AddAfter(k, d)
-				m.addAfter(k, d)
-			case c < 6:
-				d := time.Duration(rng.IntN(3000)) * time.Millisecond
-				clk.Step(d)
-				m.step(d)
-			case c < 8:
-				if len(m.ready) == 0 {
-					continue
-				}
-				want := m.get()
-				if got, ok := q.Get(); !ok || got != want {
-					t.Fatalf("seed %d op %d: Get = %q, %v; want %q", seed, op, got, ok, want)
-				}
-			default:
-				if len(m.processing) == 0 {
-					continue
-				}
-				ps := make([]string, 0, len(m.processing))
-				for p := range m.processing {
-					ps = append(ps, p)
-				}
-				slices.Sort(ps)
-				p := ps[rng.IntN(len(ps))]
-				q.Done(p)
-				m.done(p)
-			}
-			if got, want := q.Len(), len(m.ready); got != want {
-				t.Fatalf("seed %d op %d: Len = %d, want %d", seed, op, got, want)
-			}
-		}
-		q.ShutDown()
+		synctest.Test(t, func(t *testing.T) { againstModel(t, seed) })
 	}
 }
 
+// againstModel is one run of TestAgainstModel, in a synctest bubble.
+func againstModel(t *testing.T, seed int) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+	q := workqueue.New(workqueue.Options[string]{})
+	defer q.ShutDown()
+	m := newModel()
+	keys := 2 + rng.IntN(10)
+	for op := range 1000 {
+		k := strconv.Itoa(rng.IntN(keys))
+		switch c := rng.IntN(10); {
+		case c < 2:
+			q.Add(k)
+			m.add(k)
+		case c < 5:
+			d := time.Duration(rng.IntN(6)-1) * time.Second
+			q.AddAfter(k, d)
+			m.addAfter(k, d)
+		case c < 6:
+			d := time.Duration(rng.IntN(3000)) * time.Millisecond
+			step(d)
+			m.step(d)
+		case c < 8:
+			if len(m.ready) == 0 {
+				continue
+			}
+			want := m.get()
+			if got, ok := q.Get(); !ok || got != want {
+				t.Fatalf("seed %d op %d: Get = %q, %v; want %q", seed, op, got, ok, want)
+			}
+		default:
+			if len(m.processing) == 0 {
+				continue
+			}
+			ps := make([]string, 0, len(m.processing))
+			for p := range m.processing {
+				ps = append(ps, p)
+			}
+			slices.Sort(ps)
+			p := ps[rng.IntN(len(ps))]
+			q.Done(p)
+			m.done(p)
+		}
+		if got, want := q.Len(), len(m.ready); got != want {
+			t.Fatalf("seed %d op %d: Len = %d, want %d", seed, op, got, want)
+		}
+	}
+}
+
+// step moves the time of the current testing/synctest bubble forward by
+// d and returns once every goroutine of the bubble, such as a queue's
+// timer callback, is blocked again: by then the queue has made ready
+// every item due by the new time.
+func step(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
 // TestOneTimer checks that pending delays share one timer and that
-// ShutDown disarms every timer.
+// ShutDown disarms every timer. It needs a fake clock that counts armed
+// timers, which a synctest bubble does not do.
 func TestOneTimer(t *testing.T) {
 	clk := clock.NewFake(epoch)
-	q := workqueue.New(workqueue.Options[string]{Clock: clk})
+	q := workqueue.NewWithClock(workqueue.Options[string]{}, clk)
 	for i := range 1000 {
 		q.AddAfter(strconv.Itoa(i), time.Duration(1000-i)*time.Millisecond)
 	}
@@ -172,4 +187,9 @@ func TestOneTimer(t *testing.T) {
 	if n := clk.Waiters(); n != 0 {
 		t.Fatalf("armed timers after ShutDown = %d, want 0", n)
 	}
+}
+
+// TestFakeTimeExample runs the test that Example_fakeTime shows.
+func TestFakeTimeExample(t *testing.T) {
+	testRequeueAfter(t)
 }

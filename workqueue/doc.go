@@ -57,6 +57,25 @@
 // watch events keep re-triggering while it backs off does not have its
 // backoff inflated by each event.
 //
+// # Testing code that waits
+//
+// A queue and its limiters take no clock: they read the time and arm
+// their timers through the time package. To test code that uses AddAfter,
+// AddRateLimited or a limiter without waiting for the real delays, run
+// the test in a bubble of the testing/synctest package (Go 1.25 and
+// later). In a bubble the time package is fake: time stands still while
+// any goroutine in the bubble can run, and jumps to the next timer as
+// soon as all of them are blocked, so delays pass at once and exactly.
+//
+//   - Create the queue, and any limiter, inside the bubble, so that its
+//     timers and times belong to the bubble, and shut the queue down
+//     before the bubble ends (defer q.ShutDown()).
+//   - Move time forward with time.Sleep, then call synctest.Wait so that
+//     the queue has made ready every item that fell due. Or call Get: while
+//     it blocks, time jumps to the next delay that runs out.
+//
+// The FakeTime example is such a test.
+//
 // # Metrics
 //
 // Set [Options].Metrics to a [MetricsProvider] to record depth, adds,

@@ -38,12 +38,13 @@ const (
 // ([ExponentialLimiter] with zero options) and an overall token bucket of
 // 10 retries per second with a burst of 100 ([BucketLimiter] with zero
 // options). Each call returns a limiter with its own state.
-func DefaultLimiter[T comparable]() RateLimiter[T] { return defaultLimiter[T](nil) }
+func DefaultLimiter[T comparable]() RateLimiter[T] { return defaultLimiter[T](clock.Real{}) }
 
+// defaultLimiter is DefaultLimiter on the clock c.
 func defaultLimiter[T comparable](c clock.Clock) RateLimiter[T] {
 	return NewMaxOfLimiter(
-		NewExponentialLimiter[T](ExponentialOptions{Clock: c}),
-		NewBucketLimiter[T](BucketOptions{Clock: c}),
+		newExponentialLimiter[T](ExponentialOptions{}, c),
+		newBucketLimiter[T](BucketOptions{}, c),
 	)
 }
 
@@ -65,7 +66,7 @@ type failure struct {
 }
 
 func newFailures[T comparable](c clock.Clock) failures[T] {
-	return failures[T]{clock: clock.OrReal(c), items: make(map[T]*failure)}
+	return failures[T]{clock: c, items: make(map[T]*failure)}
 }
 
 // when counts a failure of item unless its previous delay is still
@@ -110,9 +111,6 @@ type ExponentialOptions struct {
 	Base time.Duration
 	// Max caps the delay. Default 1000s.
 	Max time.Duration
-	// Clock measures whether a delay has run out. Default nil: the system
-	// clock. Internal to this module; see [Options].Clock.
-	Clock clock.Clock
 }
 
 // ExponentialLimiter is a per-item exponential backoff: the n-th counted
@@ -131,7 +129,12 @@ type ExponentialLimiter[T comparable] struct {
 
 // NewExponentialLimiter returns an ExponentialLimiter configured by opts.
 func NewExponentialLimiter[T comparable](opts ExponentialOptions) *ExponentialLimiter[T] {
-	l := &ExponentialLimiter[T]{base: opts.Base, max: opts.Max, f: newFailures[T](opts.Clock)}
+	return newExponentialLimiter[T](opts, clock.Real{})
+}
+
+// newExponentialLimiter is NewExponentialLimiter on the clock c.
+func newExponentialLimiter[T comparable](opts ExponentialOptions, c clock.Clock) *ExponentialLimiter[T] {
+	l := &ExponentialLimiter[T]{base: opts.Base, max: opts.Max, f: newFailures[T](c)}
 	if l.base <= 0 {
 		l.base = DefaultBaseDelay
 	}
@@ -169,9 +172,6 @@ type FastSlowOptions struct {
 	// FastAttempts is the number of failures retried after Fast.
 	// Default 5.
 	FastAttempts int
-	// Clock measures whether a delay has run out. Default nil: the system
-	// clock. Internal to this module; see [Options].Clock.
-	Clock clock.Clock
 }
 
 // FastSlowLimiter retries an item quickly a few times, then slowly. It
@@ -187,7 +187,7 @@ type FastSlowLimiter[T comparable] struct {
 
 // NewFastSlowLimiter returns a FastSlowLimiter configured by opts.
 func NewFastSlowLimiter[T comparable](opts FastSlowOptions) *FastSlowLimiter[T] {
-	l := &FastSlowLimiter[T]{fast: opts.Fast, slow: opts.Slow, attempts: opts.FastAttempts, f: newFailures[T](opts.Clock)}
+	l := &FastSlowLimiter[T]{fast: opts.Fast, slow: opts.Slow, attempts: opts.FastAttempts, f: newFailures[T](clock.Real{})}
 	if l.fast <= 0 {
 		l.fast = 5 * time.Millisecond
 	}
@@ -225,9 +225,6 @@ type BucketOptions struct {
 	// Burst is the number of retries allowed at once after a quiet
 	// period. Default 100.
 	Burst int
-	// Clock refills the bucket. Default nil: the system clock. Internal to
-	// this module; see [Options].Clock.
-	Clock clock.Clock
 }
 
 // BucketLimiter is a token bucket shared by all items: it caps the overall
@@ -247,7 +244,12 @@ type BucketLimiter[T comparable] struct {
 
 // NewBucketLimiter returns a full BucketLimiter configured by opts.
 func NewBucketLimiter[T comparable](opts BucketOptions) *BucketLimiter[T] {
-	l := &BucketLimiter[T]{clock: clock.OrReal(opts.Clock), qps: opts.QPS, burst: float64(opts.Burst)}
+	return newBucketLimiter[T](opts, clock.Real{})
+}
+
+// newBucketLimiter is NewBucketLimiter on the clock c.
+func newBucketLimiter[T comparable](opts BucketOptions, c clock.Clock) *BucketLimiter[T] {
+	l := &BucketLimiter[T]{clock: c, qps: opts.QPS, burst: float64(opts.Burst)}
 	if l.qps <= 0 {
 		l.qps = DefaultQPS
 	}

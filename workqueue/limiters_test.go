@@ -3,13 +3,13 @@ package workqueue_test
 import (
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/loom-k8s/loom/internal/clock"
 	"github.com/loom-k8s/loom/workqueue"
 )
 
-// limiterStep is one call on a limiter: step the clock, then call When
+// limiterStep is one call on a limiter: let time pass, then call When
 // (want is the delay), Forget (forget) or only check NumRequeues.
 type limiterStep struct {
 	step     time.Duration
@@ -19,10 +19,12 @@ type limiterStep struct {
 	requeues int
 }
 
-func runLimiter(t *testing.T, l workqueue.RateLimiter[string], clk *clock.Fake, steps []limiterStep) {
+// runLimiter runs steps on l. It must run in a synctest bubble, where
+// time.Sleep moves the time exactly by its argument.
+func runLimiter(t *testing.T, l workqueue.RateLimiter[string], steps []limiterStep) {
 	t.Helper()
 	for i, s := range steps {
-		clk.Step(s.step)
+		time.Sleep(s.step)
 		if s.forget {
 			l.Forget(s.item)
 		} else if got := l.When(s.item); got != s.want {
@@ -38,13 +40,13 @@ func TestLimiters(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
 		name  string
-		new   func(clock.Clock) workqueue.RateLimiter[string]
+		new   func() workqueue.RateLimiter[string]
 		steps []limiterStep
 	}{
 		{
 			name: "exponential defaults double from 5ms",
-			new: func(c clock.Clock) workqueue.RateLimiter[string] {
-				return workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{Clock: c})
+			new: func() workqueue.RateLimiter[string] {
+				return workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{})
 			},
 			steps: []limiterStep{
 				{item: "a", want: 5 * ms, requeues: 1},
@@ -58,8 +60,8 @@ func TestLimiters(t *testing.T) {
 		},
 		{
 			name: "exponential: failures during a running delay are not counted",
-			new: func(c clock.Clock) workqueue.RateLimiter[string] {
-				return workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{Base: 100 * ms, Clock: c})
+			new: func() workqueue.RateLimiter[string] {
+				return workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{Base: 100 * ms})
 			},
 			steps: []limiterStep{
 				{item: "a", want: 100 * ms, requeues: 1},
@@ -72,8 +74,8 @@ func TestLimiters(t *testing.T) {
 		},
 		{
 			name: "exponential caps at max without overflow",
-			new: func(c clock.Clock) workqueue.RateLimiter[string] {
-				return workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{Base: time.Second, Max: 3 * time.Second, Clock: c})
+			new: func() workqueue.RateLimiter[string] {
+				return workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{Base: time.Second, Max: 3 * time.Second})
 			},
 			steps: func() []limiterStep {
 				s := []limiterStep{
@@ -88,8 +90,8 @@ func TestLimiters(t *testing.T) {
 		},
 		{
 			name: "fast then slow",
-			new: func(c clock.Clock) workqueue.RateLimiter[string] {
-				return workqueue.NewFastSlowLimiter[string](workqueue.FastSlowOptions{Fast: ms, Slow: time.Second, FastAttempts: 2, Clock: c})
+			new: func() workqueue.RateLimiter[string] {
+				return workqueue.NewFastSlowLimiter[string](workqueue.FastSlowOptions{Fast: ms, Slow: time.Second, FastAttempts: 2})
 			},
 			steps: []limiterStep{
 				{item: "a", want: ms, requeues: 1},
@@ -103,8 +105,8 @@ func TestLimiters(t *testing.T) {
 		},
 		{
 			name: "fast-slow defaults",
-			new: func(c clock.Clock) workqueue.RateLimiter[string] {
-				return workqueue.NewFastSlowLimiter[string](workqueue.FastSlowOptions{Clock: c})
+			new: func() workqueue.RateLimiter[string] {
+				return workqueue.NewFastSlowLimiter[string](workqueue.FastSlowOptions{})
 			},
 			steps: []limiterStep{
 				{item: "a", want: 5 * ms, requeues: 1},
@@ -117,8 +119,8 @@ func TestLimiters(t *testing.T) {
 		},
 		{
 			name: "bucket: burst, then one token per 1/qps",
-			new: func(c clock.Clock) workqueue.RateLimiter[string] {
-				return workqueue.NewBucketLimiter[string](workqueue.BucketOptions{QPS: 10, Burst: 2, Clock: c})
+			new: func() workqueue.RateLimiter[string] {
+				return workqueue.NewBucketLimiter[string](workqueue.BucketOptions{QPS: 10, Burst: 2})
 			},
 			steps: []limiterStep{
 				{item: "a", want: 0},
@@ -134,10 +136,10 @@ func TestLimiters(t *testing.T) {
 		},
 		{
 			name: "max-of takes the longest delay and the largest count",
-			new: func(c clock.Clock) workqueue.RateLimiter[string] {
+			new: func() workqueue.RateLimiter[string] {
 				return workqueue.NewMaxOfLimiter(
-					workqueue.RateLimiter[string](workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{Base: ms, Clock: c})),
-					workqueue.NewFastSlowLimiter[string](workqueue.FastSlowOptions{Fast: 3 * ms, Slow: 100 * ms, FastAttempts: 1, Clock: c}),
+					workqueue.RateLimiter[string](workqueue.NewExponentialLimiter[string](workqueue.ExponentialOptions{Base: ms})),
+					workqueue.NewFastSlowLimiter[string](workqueue.FastSlowOptions{Fast: 3 * ms, Slow: 100 * ms, FastAttempts: 1}),
 				)
 			},
 			steps: []limiterStep{
@@ -151,8 +153,9 @@ func TestLimiters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clock.NewFake(epoch)
-			runLimiter(t, tt.new(clk), clk, tt.steps)
+			// The limiter is made in the bubble, so it reads the bubble's
+			// time from the start.
+			synctest.Test(t, func(t *testing.T) { runLimiter(t, tt.new(), tt.steps) })
 		})
 	}
 }
@@ -162,23 +165,27 @@ func TestLimiters(t *testing.T) {
 // base, within the bucket's burst); the 101st waits for a bucket token,
 // 100ms at 10 qps; a second failure of one item after its delay waits 10ms.
 func TestDefaultLimiter(t *testing.T) {
-	q, clk := newFakeQueue(t)
+	synctest.Test(t, checkDefaultLimiter)
+}
+
+func checkDefaultLimiter(t *testing.T) {
+	q := newQueue(t)
 	for i := range 101 {
 		q.AddRateLimited(strconv.Itoa(i))
 	}
-	clk.Step(5*time.Millisecond - 1)
+	step(5*time.Millisecond - 1)
 	if n := q.Len(); n != 0 {
 		t.Fatalf("Len before 5ms = %d, want 0", n)
 	}
-	clk.Step(1)
+	step(1)
 	if n := q.Len(); n != 100 {
 		t.Fatalf("Len at 5ms = %d, want 100", n)
 	}
-	clk.Step(95*time.Millisecond - 1)
+	step(95*time.Millisecond - 1)
 	if n := q.Len(); n != 100 {
 		t.Fatalf("Len before 100ms = %d, want 100", n)
 	}
-	clk.Step(1)
+	step(1)
 	if n := q.Len(); n != 101 {
 		t.Fatalf("Len at 100ms = %d, want 101", n)
 	}
@@ -186,9 +193,9 @@ func TestDefaultLimiter(t *testing.T) {
 		t.Fatalf("NumRequeues = %d, want 1", n)
 	}
 	// Let the bucket refill, then fail item 0 again after its delay.
-	clk.Step(10 * time.Second)
+	step(10 * time.Second)
 	q.AddRateLimited("x")
-	clk.Step(5 * time.Millisecond)
+	step(5 * time.Millisecond)
 	item, _ := q.Get()
 	if item != "0" {
 		t.Fatalf("Get = %q, want 0", item)

@@ -3,9 +3,9 @@ package workqueue_test
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/loom-k8s/loom/internal/clock"
 	"github.com/loom-k8s/loom/workqueue"
 )
 
@@ -56,10 +56,15 @@ func (r *recorder) QueueMetrics(name string) workqueue.Metrics {
 	}
 }
 
+// TestMetrics runs in a synctest bubble, where time moves only when the
+// test steps it, so durations are exact.
 func TestMetrics(t *testing.T) {
-	clk := clock.NewFake(epoch)
+	synctest.Test(t, checkMetrics)
+}
+
+func checkMetrics(t *testing.T) {
 	rec := &recorder{}
-	q := workqueue.New(workqueue.Options[string]{Name: "pods", Metrics: rec, Clock: clk})
+	q := workqueue.New(workqueue.Options[string]{Name: "pods", Metrics: rec})
 	defer q.ShutDown()
 	if rec.name != "pods" {
 		t.Fatalf("provider got name %q", rec.name)
@@ -90,24 +95,24 @@ func TestMetrics(t *testing.T) {
 	q.Add("a") // collapses: not counted
 	check("adds", map[string]float64{"depth": 2}, map[string]int{"adds": 2}, nil)
 
-	clk.Step(2 * time.Second)
+	step(2 * time.Second)
 	q.Get() // a, ready for 2s
 	check("get", map[string]float64{"depth": 1}, nil, map[string][]float64{"latency": {2}})
 
-	clk.Step(time.Second)
+	step(time.Second)
 	q.Get() // b, ready for 3s
 	check("get b", map[string]float64{"depth": 0}, nil, map[string][]float64{"latency": {2, 3}})
 
 	// The periodic update (default every 500ms) at 4s: a has been
 	// processing 2s, b 1s.
-	clk.Step(time.Second)
+	step(time.Second)
 	check("tick", map[string]float64{"unfinished": 3, "longest": 2}, nil, nil)
 
 	q.Add("a") // while processing: counted, becomes ready at Done
 	q.Done("a")
 	check("done a", map[string]float64{"depth": 1}, map[string]int{"adds": 3}, map[string][]float64{"work": {2}})
 
-	clk.Step(500 * time.Millisecond)
+	step(500 * time.Millisecond)
 	check("tick after done", map[string]float64{"unfinished": 1.5, "longest": 1.5}, nil, nil)
 
 	q.AddRateLimited("c")

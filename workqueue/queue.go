@@ -8,7 +8,13 @@ import (
 )
 
 // Options configures a [Queue]. The zero value is valid: an unnamed
-// queue without metrics, on the system clock, with [DefaultLimiter].
+// queue without metrics, with [DefaultLimiter].
+//
+// There is no clock option: the queue and its limiters read the time and
+// arm timers through the time package. To test code that depends on
+// delays without waiting for them, run it in a testing/synctest bubble,
+// where that time is fake (see the package documentation and the
+// FakeTime example).
 type Options[T comparable] struct {
 	// Name identifies the queue to the metrics provider, which typically
 	// uses it as a label. Default "": the provider decides what an empty
@@ -25,15 +31,9 @@ type Options[T comparable] struct {
 	MetricsUpdatePeriod time.Duration
 
 	// RateLimiter chooses the delay of AddRateLimited. Default nil:
-	// [DefaultLimiter], on Clock. The queue does not share its limiter's
-	// state with any other queue unless the caller passes the same one.
+	// [DefaultLimiter]. The queue does not share its limiter's state with
+	// any other queue unless the caller passes the same one.
 	RateLimiter RateLimiter[T]
-
-	// Clock is the time source for delays, rate limits and metrics.
-	// Default nil: the system clock. The type lives in an internal
-	// package so that this module's tests can inject a fake clock; users
-	// outside the module leave it nil.
-	Clock clock.Clock
 }
 
 // entry states.
@@ -112,13 +112,19 @@ type Queue[T comparable] struct {
 
 // New returns an empty, running queue configured by opts.
 func New[T comparable](opts Options[T]) *Queue[T] {
+	return newQueue(opts, clock.Real{})
+}
+
+// newQueue is New with the time source c, which also drives the default
+// limiter. This package's tests pass a fake clock through it.
+func newQueue[T comparable](opts Options[T], c clock.Clock) *Queue[T] {
 	q := &Queue[T]{
 		items:    make(map[T]int32),
 		free:     -1,
 		freeTail: -1,
 		idleHead: -1,
 		idleTail: -1,
-		clock:    clock.OrReal(opts.Clock),
+		clock:    c,
 	}
 	q.ready.L = &q.mu
 	q.idle.L = &q.mu

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/loom-k8s/loom/internal/clock"
@@ -14,23 +15,40 @@ import (
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newFakeQueue(t *testing.T) (*workqueue.Queue[string], *clock.Fake) {
+// newQueue returns a queue on the real clock, shut down when t ends.
+func newQueue(t *testing.T) *workqueue.Queue[string] {
 	t.Helper()
-	clk := clock.NewFake(epoch)
-	q := workqueue.New(workqueue.Options[string]{Clock: clk})
+	q := workqueue.New(workqueue.Options[string]{})
 	t.Cleanup(q.ShutDown)
-	return q, clk
+	return q
 }
 
+// TestConformance runs the conformance kit, one subtest per case, with
+// the AddAfter cases driven by a fake clock: RunDelaying starts subtests,
+// which a synctest bubble does not allow.
 func TestConformance(t *testing.T) {
 	queuetest.RunDelaying(t, func() (workqueue.DelayingInterface[string], func(time.Duration)) {
 		clk := clock.NewFake(epoch)
-		return workqueue.New(workqueue.Options[string]{Clock: clk}), clk.Step
+		return workqueue.NewWithClock(workqueue.Options[string]{}, clk), clk.Step
+	})
+}
+
+// TestConformanceInBubble runs the same cases against queues on the real
+// clock in a testing/synctest bubble, as a user of the package can, and as
+// the queuetest examples show.
+func TestConformanceInBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		err := queuetest.CheckDelaying(func() (workqueue.DelayingInterface[string], func(time.Duration)) {
+			return workqueue.New(workqueue.Options[string]{}), step
+		})
+		if err != nil {
+			t.Error(err)
+		}
 	})
 }
 
 func TestShutDownWithDrainWaitsForDone(t *testing.T) {
-	q, _ := newFakeQueue(t)
+	q := newQueue(t)
 	q.Add("a")
 	q.Add("b")
 	if _, ok := q.Get(); !ok {
@@ -66,12 +84,17 @@ func TestShutDownWithDrainWaitsForDone(t *testing.T) {
 }
 
 // TestSteadyStateAllocations checks the zero-allocation claim of the docs
-// for Add, Get, Done and AddAfter once buffers have grown.
+// for Add, Get, Done and AddAfter once buffers have grown. It runs in a
+// synctest bubble, so the delays pass at once on the real clock.
 func TestSteadyStateAllocations(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation allocates")
 	}
-	q, clk := newFakeQueue(t)
+	synctest.Test(t, steadyStateAllocations)
+}
+
+func steadyStateAllocations(t *testing.T) {
+	q := newQueue(t)
 	keys := make([]string, 256)
 	for i := range keys {
 		keys[i] = "key-" + strconv.Itoa(i)
@@ -92,7 +115,7 @@ func TestSteadyStateAllocations(t *testing.T) {
 		for i, k := range keys {
 			q.AddAfter(k, time.Duration(1+i%7)*time.Second)
 		}
-		clk.Step(7 * time.Second)
+		step(7 * time.Second)
 		for range keys {
 			k, _ := q.Get()
 			q.Done(k)
@@ -145,7 +168,7 @@ func TestProperty(t *testing.T) {
 // TestShrinkAfterBurst drains a backlog larger than the buffers a queue
 // keeps, so that the queue releases them, and checks that it still works.
 func TestShrinkAfterBurst(t *testing.T) {
-	q, _ := newFakeQueue(t)
+	q := newQueue(t)
 	for round := range 3 {
 		const n = 10_000
 		for i := range n {
@@ -178,7 +201,7 @@ func TestShrinkAfterBurst(t *testing.T) {
 // for, then re-adds them in another order: the order and the counts must
 // not depend on which entries were kept.
 func TestManyFinishedItems(t *testing.T) {
-	q, _ := newFakeQueue(t)
+	q := newQueue(t)
 	const n = 3000
 	for i := range n {
 		q.Add(strconv.Itoa(i))

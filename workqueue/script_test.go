@@ -8,24 +8,25 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/loom-k8s/loom/internal/clock"
 	"github.com/loom-k8s/loom/workqueue"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/script/*.txt")
 
-// TestScript runs the golden scripts in testdata/script on a queue with a
-// fake clock. A script is a sequence of blocks: command lines, a "----"
-// line, then the output those commands must print, up to a blank line.
-// Lines starting with # are comments. Commands:
+// TestScript runs the golden scripts in testdata/script, each on a queue
+// in a testing/synctest bubble, whose time moves only on "step". A script
+// is a sequence of blocks: command lines, a "----" line, then the output
+// those commands must print, up to a blank line. Lines starting with #
+// are comments. Commands:
 //
 //	add X...            Add each X
 //	after X DUR         AddAfter(X, DUR)
 //	ratelimited X       AddRateLimited(X)
 //	forget X            Forget(X)
-//	step DUR            move the fake clock forward
+//	step DUR            move the time forward
 //	get                 print the item Get hands out, "shutdown" if it
 //	                    reports shutdown, or "(none ready)" without calling
 //	                    it if it would block
@@ -48,7 +49,8 @@ func TestScript(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := string(data)
-			got := runScript(t, want)
+			var got string
+			synctest.Test(t, func(t *testing.T) { got = runScript(t, want) })
 			if got == want {
 				return
 			}
@@ -67,8 +69,7 @@ func TestScript(t *testing.T) {
 // replaced by what the commands printed.
 func runScript(t *testing.T, script string) string {
 	t.Helper()
-	clk := clock.NewFake(epoch)
-	q := workqueue.New(workqueue.Options[string]{Clock: clk})
+	q := workqueue.New(workqueue.Options[string]{})
 	defer q.ShutDown()
 
 	var out strings.Builder
@@ -83,7 +84,7 @@ func runScript(t *testing.T, script string) string {
 		var printed []string
 		for ; i < len(lines) && lines[i] != "----"; i++ {
 			out.WriteString(lines[i] + "\n")
-			printed = append(printed, runCommand(t, q, clk, lines[i])...)
+			printed = append(printed, runCommand(t, q, lines[i])...)
 		}
 		out.WriteString("----\n")
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
@@ -98,7 +99,7 @@ func runScript(t *testing.T, script string) string {
 	return strings.TrimRight(out.String(), "\n") + "\n"
 }
 
-func runCommand(t *testing.T, q *workqueue.Queue[string], clk *clock.Fake, line string) []string {
+func runCommand(t *testing.T, q *workqueue.Queue[string], line string) []string {
 	t.Helper()
 	f := strings.Fields(line)
 	arg := func(n int) string {
@@ -126,7 +127,7 @@ func runCommand(t *testing.T, q *workqueue.Queue[string], clk *clock.Fake, line 
 	case "forget":
 		q.Forget(arg(1))
 	case "step":
-		clk.Step(dur(arg(1)))
+		step(dur(arg(1)))
 	case "get":
 		if q.Len() == 0 && !q.ShuttingDown() {
 			return []string{"(none ready)"}

@@ -20,7 +20,8 @@ type delayingCase struct {
 }
 
 // RunDelaying runs the core conformance cases and the AddAfter cases
-// against queues made by newQueue, one subtest per case.
+// against queues made by newQueue, one subtest per case. Subtests cannot
+// run in a testing/synctest bubble; there, use [CheckDelaying].
 func RunDelaying(t *testing.T, newQueue NewDelayingQueue) {
 	t.Helper()
 	Run(t, func() workqueue.Interface[string] { q, _ := newQueue(); return q })

@@ -3,9 +3,8 @@ package queuetest_test
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"github.com/loom-k8s/loom/internal/clock"
 
 	"github.com/loom-k8s/loom/workqueue"
 	"github.com/loom-k8s/loom/workqueue/queuetest"
@@ -36,25 +35,45 @@ func ExampleRun() {
 	}
 }
 
+// A workqueue.Queue runs on the real clock; in a testing/synctest bubble
+// that clock is fake, so advance can sleep and then wait for the queue's
+// timer to deliver what fell due. CheckDelaying, which starts no
+// subtests, runs in one bubble.
 func ExampleCheckDelaying() {
-	err := queuetest.CheckDelaying(func() (workqueue.DelayingInterface[string], func(time.Duration)) {
-		// The kit advances time through the function returned here; a fake
-		// clock makes that instant and the result deterministic.
-		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		return workqueue.New(workqueue.Options[string]{Clock: clk}), clk.Step
-	})
-	fmt.Println("violations:", err)
-	// Output: violations: <nil>
+	_ = func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			err := queuetest.CheckDelaying(func() (workqueue.DelayingInterface[string], func(time.Duration)) {
+				advance := func(d time.Duration) {
+					time.Sleep(d)
+					synctest.Wait()
+				}
+				return workqueue.New(workqueue.Options[string]{}), advance
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
 }
+
+// myFakeClock and newMyQueue stand for a fake clock of your own and a
+// delaying queue of yours that runs on it.
+type myFakeClock struct{}
+
+func (*myFakeClock) Step(time.Duration) {}
+
+func newMyQueue(*myFakeClock) workqueue.DelayingInterface[string] { return nil }
 
 // In a test of your own delaying queue, RunDelaying reports each case,
 // core and AddAfter, as a subtest; advance must fire due delays before it
-// returns, as a fake clock's Step does.
+// returns, as a fake clock's Step does. A bubble of testing/synctest
+// cannot hold subtests: to test a queue on the real clock, such as a
+// workqueue.Queue, use CheckDelaying in a bubble.
 func ExampleRunDelaying() {
 	_ = func(t *testing.T) {
 		queuetest.RunDelaying(t, func() (workqueue.DelayingInterface[string], func(time.Duration)) {
-			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			return workqueue.New(workqueue.Options[string]{Clock: clk}), clk.Step
+			clk := &myFakeClock{}
+			return newMyQueue(clk), clk.Step
 		})
 	}
 }
