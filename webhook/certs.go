@@ -153,11 +153,11 @@ type CertOptions struct {
 	// ends after it (or when Start's context ends). Default 30 s.
 	HookTimeout time.Duration
 
-	// Clock tells the time and paces Start. Nil means the real clock.
-	Clock clock.Clock
 	// Logger receives what Certs generates and rotates (never keys). Nil
 	// means discard.
 	Logger *slog.Logger
+
+	clock clock.Clock // tests fake time through export_test.go; nil means the real clock
 }
 
 // Certs makes and renews the certificates of a webhook server without
@@ -273,7 +273,7 @@ func NewCerts(opts CertOptions) (*Certs, error) {
 			GivenServing:     given,
 		},
 		store: certStore{dir: opts.Dir},
-		clock: clock.OrReal(opts.Clock),
+		clock: clock.OrReal(opts.clock),
 		log:   log,
 		wake:  make(chan struct{}, 1),
 	}

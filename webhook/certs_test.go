@@ -115,7 +115,8 @@ func newCerts(t *testing.T, opts webhook.CertOptions) *webhook.Certs {
 func TestCertsGenerate(t *testing.T) {
 	fake := clock.NewFake(certsEpoch)
 	dir := filepath.Join(t.TempDir(), "certs") // created by Ensure
-	opts := webhook.CertOptions{Dir: dir, DNSNames: testDNS, IPs: testIPs, Clock: fake}
+	opts := webhook.CertOptions{Dir: dir, DNSNames: testDNS, IPs: testIPs}
+	opts.SetClock(fake)
 	c := newCerts(t, opts)
 	if c.CABundle() != nil {
 		t.Fatal("CABundle before Ensure is not nil")
@@ -211,13 +212,13 @@ func TestCertsEnsureRegenerates(t *testing.T) {
 		}},
 		{name: "an IP fewer", newLeaf: true, change: func(t *testing.T, _ string, o *webhook.CertOptions) { o.IPs = nil }},
 		{name: "within RotateBefore", newLeaf: true, change: func(t *testing.T, _ string, o *webhook.CertOptions) {
-			o.Clock = clock.NewFake(certsEpoch.Add(webhook.DefaultCertValidity - webhook.DefaultCertValidity/3 + time.Minute))
+			o.SetClock(clock.NewFake(certsEpoch.Add(webhook.DefaultCertValidity - webhook.DefaultCertValidity/3 + time.Minute)))
 		}},
 		{name: "just before RotateBefore", change: func(t *testing.T, _ string, o *webhook.CertOptions) {
-			o.Clock = clock.NewFake(certsEpoch.Add(webhook.DefaultCertValidity - webhook.DefaultCertValidity/3 - time.Minute))
+			o.SetClock(clock.NewFake(certsEpoch.Add(webhook.DefaultCertValidity - webhook.DefaultCertValidity/3 - time.Minute)))
 		}},
 		{name: "expired", newLeaf: true, change: func(t *testing.T, _ string, o *webhook.CertOptions) {
-			o.Clock = clock.NewFake(certsEpoch.Add(webhook.DefaultCertValidity + time.Hour))
+			o.SetClock(clock.NewFake(certsEpoch.Add(webhook.DefaultCertValidity + time.Hour)))
 		}},
 		{name: "key of another pair", newLeaf: true, change: func(t *testing.T, dir string, _ *webhook.CertOptions) {
 			writeTestFile(t, dir, webhook.ServingKeyFile, keyPEM(t, newKey(t)))
@@ -240,12 +241,13 @@ func TestCertsEnsureRegenerates(t *testing.T) {
 		// The CA is due: a new one joins the bundle; the expired serving
 		// certificate is renewed at once by the CA clients trust now.
 		{name: "CA due", newLeaf: true, newCA: true, bundleCA: 2, change: func(t *testing.T, dir string, o *webhook.CertOptions) {
-			o.Clock = clock.NewFake(certsEpoch.Add(webhook.DefaultCAValidity - webhook.DefaultCertValidity - webhook.DefaultCertValidity/3 + time.Hour))
+			o.SetClock(clock.NewFake(certsEpoch.Add(webhook.DefaultCAValidity - webhook.DefaultCertValidity - webhook.DefaultCertValidity/3 + time.Hour)))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			opts := webhook.CertOptions{Dir: dir, DNSNames: testDNS, IPs: testIPs, Clock: clock.NewFake(certsEpoch)}
+			opts := webhook.CertOptions{Dir: dir, DNSNames: testDNS, IPs: testIPs}
+			opts.SetClock(clock.NewFake(certsEpoch))
 			if err := newCerts(t, opts).Ensure(); err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +275,7 @@ func TestCertsEnsureRegenerates(t *testing.T) {
 				t.Error("ca.crt differs from CABundle()")
 			}
 			leaf := leafOf(t, dir)
-			now := opts.Clock.Now()
+			now := opts.Clock().Now()
 			pool := x509.NewCertPool()
 			pool.AppendCertsFromPEM(c.CABundle())
 			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, DNSName: opts.DNSNames[0]}); err != nil {
@@ -417,11 +419,13 @@ func TestCertsStartRotates(t *testing.T) {
 	fake := clock.NewFake(certsEpoch)
 	dir := t.TempDir()
 	const delay = time.Minute
-	c := newCerts(t, webhook.CertOptions{
-		Dir: dir, DNSNames: testDNS, IPs: testIPs, Clock: fake,
+	opts := webhook.CertOptions{
+		Dir: dir, DNSNames: testDNS, IPs: testIPs,
 		CAValidity: 100 * time.Hour, CertValidity: 24 * time.Hour, RotateBefore: 8 * time.Hour,
 		PropagationDelay: delay,
-	})
+	}
+	opts.SetClock(fake)
+	c := newCerts(t, opts)
 	pub := newPublished(fake)
 	c.OnRotate(pub.hook)
 	if err := c.Ensure(); err != nil {
@@ -517,10 +521,12 @@ func TestCertsStartRotates(t *testing.T) {
 func TestCertsSwitchWaitsForHooks(t *testing.T) {
 	fake := clock.NewFake(certsEpoch)
 	dir := t.TempDir()
-	c := newCerts(t, webhook.CertOptions{
-		Dir: dir, DNSNames: testDNS, IPs: testIPs, Clock: fake,
+	opts := webhook.CertOptions{
+		Dir: dir, DNSNames: testDNS, IPs: testIPs,
 		CAValidity: 40 * time.Hour, CertValidity: 24 * time.Hour, RotateBefore: 8 * time.Hour,
-	})
+	}
+	opts.SetClock(fake)
+	c := newCerts(t, opts)
 	pub := newPublished(fake)
 	c.OnRotate(pub.hook)
 	if err := c.Rotate(t.Context()); err != nil { // Ensure and publish
@@ -649,8 +655,10 @@ func TestCertsGivenCA(t *testing.T) {
 	// both are the bundle, the one matching the key signs.
 	given := append(bytes.Clone(otherPEM), caPEM...)
 	dir := t.TempDir()
-	c := newCerts(t, webhook.CertOptions{Dir: dir, DNSNames: testDNS, IPs: testIPs, Clock: fake,
-		CA: &webhook.CAKeyPair{Cert: given, Key: caKey}})
+	opts := webhook.CertOptions{Dir: dir, DNSNames: testDNS, IPs: testIPs,
+		CA: &webhook.CAKeyPair{Cert: given, Key: caKey}}
+	opts.SetClock(fake)
+	c := newCerts(t, opts)
 	if err := c.Ensure(); err != nil {
 		t.Fatal(err)
 	}
@@ -703,7 +711,8 @@ func TestCertsGivenServingPair(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := clock.NewFake(certsEpoch)
-			tc.opts.Dir, tc.opts.Clock = t.TempDir(), fake
+			tc.opts.Dir = t.TempDir()
+			tc.opts.SetClock(fake)
 			c := newCerts(t, tc.opts)
 			if err := c.Ensure(); err != nil {
 				t.Fatal(err)
@@ -775,12 +784,13 @@ func TestCertsBadInput(t *testing.T) {
 			o.ServingCert, o.ServingKey, o.CA = selfPEM, selfKey, &webhook.CAKeyPair{Cert: caPEM, Key: caKey}
 		}), webhook.ErrCertNotSigned, "CertOptions.ServingCert"},
 		{"serving certificate expired", with(func(o *webhook.CertOptions) {
-			o.ServingCert, o.ServingKey, o.Clock = leafPEM, leafKey, clock.NewFake(certsEpoch.Add(25*time.Hour))
+			o.ServingCert, o.ServingKey = leafPEM, leafKey
+			o.SetClock(clock.NewFake(certsEpoch.Add(25 * time.Hour)))
 		}), webhook.ErrCertExpired, "CertOptions.ServingCert"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.opts.Clock == nil {
-				tc.opts.Clock = clock.NewFake(certsEpoch)
+			if tc.opts.Clock() == nil {
+				tc.opts.SetClock(clock.NewFake(certsEpoch))
 			}
 			c, err := webhook.NewCerts(tc.opts)
 			if !errors.Is(err, tc.want) || c != nil {

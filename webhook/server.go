@@ -48,8 +48,8 @@ type ServerOptions struct {
 	Metrics Metrics
 	// Logger receives reloads and failed requests. Nil means discard.
 	Logger *slog.Logger
-	// Clock paces the reload checks. Nil means the real clock.
-	Clock clock.Clock
+
+	clock clock.Clock // tests fake time through export_test.go; nil means the real clock
 }
 
 // ErrNoCertDir is returned by NewServer without ServerOptions.CertDir.
@@ -101,7 +101,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 			certFile: filepath.Join(opts.CertDir, "tls.crt"),
 			keyFile:  filepath.Join(opts.CertDir, "tls.key"),
 			interval: opts.ReloadInterval,
-			clock:    clock.OrReal(opts.Clock),
+			clock:    clock.OrReal(opts.clock),
 			log:      log,
 		},
 		paths: map[string]bool{},

@@ -21,14 +21,6 @@ import (
 	"github.com/loom-k8s/loom/internal/apicheck"
 )
 
-// knownViolations lists the packages whose violations are known and are
-// being removed elsewhere: TestModule logs them instead of failing.
-var knownViolations = map[string]string{
-	// TODO(#20): the webhook refactor removes CertOptions.Clock and
-	// ServerOptions.Clock (internal/clock.Clock); delete this entry with it.
-	"github.com/loom-k8s/loom/webhook": "CertOptions.Clock and ServerOptions.Clock, pending the webhook refactor (#20)",
-}
-
 // listedPackage is the part of `go list -json` output the test reads.
 type listedPackage struct {
 	ImportPath string
@@ -99,14 +91,9 @@ func TestModule(t *testing.T) {
 			continue
 		}
 		checked++
-		report := t.Errorf
-		if reason, ok := knownViolations[p.ImportPath]; ok {
-			report = t.Logf
-			t.Logf("%s: known violations, not failing: %s", p.ImportPath, reason)
-		}
 		for _, v := range apicheck.Check(pkg) {
 			pos := fset.Position(v.Pos)
-			report("%s:%d: %s mentions %s", filepath.Base(pos.Filename), pos.Line, v.Where, v.Type)
+			t.Errorf("%s:%d: %s mentions %s", filepath.Base(pos.Filename), pos.Line, v.Where, v.Type)
 		}
 	}
 	t.Logf("checked the exported API of %d packages", checked)
@@ -257,5 +244,46 @@ func TestIsInternal(t *testing.T) {
 		if got := apicheck.IsInternal(tt.path); got != tt.want {
 			t.Errorf("IsInternal(%q) = %v, want %v", tt.path, got, tt.want)
 		}
+	}
+}
+
+// TestNoHandTypedResources fails when an example or a scaffold template
+// spells a resource's plural by hand: the manager resolves every type
+// from its scheme and the API server's discovery, and the code users copy
+// should show that.
+func TestNoHandTypedResources(t *testing.T) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	walked := 0
+	for _, dir := range []string{"examples", filepath.Join("cmd", "loom", "scaffold")} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".tmpl") && !strings.HasSuffix(path, ".md") {
+				return nil
+			}
+			walked++
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, `WithResource("`) {
+					rel, _ := filepath.Rel(root, path)
+					t.Errorf("%s:%d types a resource by hand: %s", rel, i+1, strings.TrimSpace(line))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if walked == 0 {
+		t.Fatal("found no example or template to read")
 	}
 }
