@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs the event → reconcile measurement (main.go) for Loom and
-# controller-runtime in alternation, each run in its own process, ROUNDS
-# times (default 3), against one control plane (testenv) holding N
-# ConfigMaps; prints the median and range of each metric and the
-# Loom/controller-runtime ratio of the medians.
+# Runs the event → reconcile measurement (main.go) for Loom,
+# controller-runtime and controller-runtime with UnsafeDisableDeepCopy, in
+# rotating order, each run in its own process, ROUNDS times (default 3),
+# against one control plane (testenv) holding N ConfigMaps; prints the
+# median and range of each metric and Loom's ratio to each of the others'
+# medians.
 # Usage: bench/controller/compare.sh [ROUNDS]
 # Env: LOOM_BENCH_OBJECTS (10000), LOOM_BENCH_RATE (300 updates/s),
 #      LOOM_BENCH_DURATION (20s), LOOM_BENCH_OUT (raw lines file),
-#      LOOM_BENCH_FLAGS (extra run flags, such as -arrival).
+#      LOOM_BENCH_FLAGS (extra run flags, such as -arrival or -owned),
+#      LOOM_BENCH_IMPLS (default: loom controller-runtime controller-runtime-nocopy).
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-3}
@@ -24,10 +26,11 @@ read -r line <&"${ENV[0]}"
 kubeconfig=${line#kubeconfig=}
 out=${LOOM_BENCH_OUT:-$tmp/raw}
 : >"$out"
+read -r -a impls <<<"${LOOM_BENCH_IMPLS:-loom controller-runtime controller-runtime-nocopy}"
 for r in $(seq "$rounds"); do
-	order="loom controller-runtime"
-	if ((r % 2 == 0)); then order="controller-runtime loom"; fi
-	for impl in $order; do
+	order=()
+	for i in "${!impls[@]}"; do order+=("${impls[(i + r - 1) % ${#impls[@]}]}"); done
+	for impl in "${order[@]}"; do
 		"$bin" -mode run -impl "$impl" -kubeconfig "$kubeconfig" -n "$n" -rate "$rate" -duration "$dur" ${LOOM_BENCH_FLAGS:-} 2>/dev/null | tee -a "$out"
 	done
 done
@@ -35,7 +38,7 @@ awk '
 {
 	delete kv
 	for (i = 1; i <= NF; i++) { split($i, p, "="); kv[p[1]] = p[2] }
-	for (k in kv) if (k != "impl") { vals[kv["impl"] SUBSEP k] = vals[kv["impl"] SUBSEP k] " " kv[k]; metrics[k] = 1 }
+	for (k in kv) if (k != "impl" && k != "owned") { vals[kv["impl"] SUBSEP k] = vals[kv["impl"] SUBSEP k] " " kv[k]; metrics[k] = 1 }
 }
 function median(s,   a, n, i, j, t) {
 	n = split(s, a, " ")
@@ -49,10 +52,12 @@ function spread(s,   a, n, i, lo, hi) {
 }
 END {
 	for (m in metrics) {
-		l = vals["loom" SUBSEP m]; c = vals["controller-runtime" SUBSEP m]
-		if (l == "" || c == "") continue
-		ml = median(l); mc = median(c)
-		printf "%-22s loom %9s (%s)  controller-runtime %9s (%s)  loom/cr %s\n", m, ml, spread(l), mc, spread(c), (mc + 0 > 0 ? sprintf("%.3f", ml / mc) : "-")
+		l = vals["loom" SUBSEP m]; c = vals["controller-runtime" SUBSEP m]; u = vals["controller-runtime-nocopy" SUBSEP m]
+		if (l == "" || (c == "" && u == "")) continue
+		ml = median(l); line = sprintf("%-24s loom %9s (%s)", m, ml, spread(l))
+		if (c != "") { mc = median(c); line = line sprintf("  cr %9s (%s) loom/cr %s", mc, spread(c), (mc + 0 > 0 ? sprintf("%.3f", ml / mc) : "-")) }
+		if (u != "") { mu = median(u); line = line sprintf("  cr-nocopy %9s (%s) loom/cr-nocopy %s", mu, spread(u), (mu + 0 > 0 ? sprintf("%.3f", ml / mu) : "-")) }
+		print line
 	}
 }' "$out" | sort
-echo "rounds=$rounds objects=$n rate=$rate/s duration=$dur $(nproc) cores, $(go version | cut -d' ' -f3)"
+echo "rounds=$rounds flags=${LOOM_BENCH_FLAGS:-none} objects=$n rate=$rate/s duration=$dur $(nproc) cores, $(go version | cut -d' ' -f3)"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,6 +23,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -52,6 +54,22 @@ type recorder struct {
 	arrival  bool
 	arrived  map[string]arrivalMark
 	framelat []time.Duration
+
+	// With owned on, each reconcile also brings a Secret owned by the
+	// ConfigMap up to date with CreateOrUpdate (ownedSecret), reading it
+	// through the framework's cache, and the controller watches the
+	// Secrets it owns.
+	owned bool
+}
+
+// ownedName is the name of the Secret a ConfigMap owns.
+func ownedName(cm string) string { return cm + "-owned" }
+
+// ownedData is what the owned Secret of a ConfigMap with annotations ann
+// holds: the ConfigMap's stamp, so that every churned version needs one
+// update of the Secret.
+func ownedData(ann map[string]string) map[string][]byte {
+	return map[string][]byte{"stamp": []byte(ann[stampKey])}
 }
 
 type arrivalMark struct {
@@ -157,10 +175,24 @@ func runLoom(ctx context.Context, kubeconfig, ns string, rec *recorder, ready fu
 	}
 	// Loom hands the reconciler the cached object itself (shared, not
 	// copied), as controller-runtime does with UnsafeDisableDeepCopy.
+	if !rec.owned {
+		controller.New(mgr, func(ctx context.Context, cm *corev1.ConfigMap) (controller.Result, error) {
+			rec.observe(cm.Namespace+"/"+cm.Name, cm.Annotations, true)
+			return controller.Result{}, nil
+		}, controller.Options{Name: "bench"})
+		ready(loomFramework{mgr})
+		return mgr.Start(ctx)
+	}
+	secrets := manager.CachedClient[corev1.Secret](mgr)
 	controller.New(mgr, func(ctx context.Context, cm *corev1.ConfigMap) (controller.Result, error) {
 		rec.observe(cm.Namespace+"/"+cm.Name, cm.Annotations, true)
-		return controller.Result{}, nil
-	}, controller.Options{Name: "bench"})
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: ownedName(cm.Name)}}
+		_, err := controller.CreateOrUpdate(ctx, secrets, sec, func(sec *corev1.Secret) error {
+			sec.Data = ownedData(cm.Annotations)
+			return controller.SetControllerReference(cm, sec)
+		})
+		return controller.Result{}, err
+	}, controller.Options{Name: "bench"}).Owns(secrets)
 	ready(loomFramework{mgr})
 	return mgr.Start(ctx)
 }
@@ -204,8 +236,9 @@ func (c crFramework) requests() int64 { return c.n.Load() }
 
 // runCR runs the reconciler behind controller-runtime (defaults, except: no
 // client-side rate limit, protobuf like Loom, metrics and probes off, one
-// namespace cached).
-func runCR(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func(framework)) error {
+// namespace cached). With nocopy, its cache hands out the cached objects
+// themselves (UnsafeDisableDeepCopy), as Loom's does.
+func runCR(ctx context.Context, kubeconfig, ns string, nocopy bool, rec *recorder, ready func(framework)) error {
 	crlog.SetLogger(logr.Discard())
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -218,6 +251,9 @@ func runCR(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingRT{rt, n} })
 	skip := true
 	copts := crcache.Options{DefaultNamespaces: map[string]crcache.Config{ns: {}}}
+	if nocopy {
+		copts.DefaultUnsafeDisableDeepCopy = &nocopy
+	}
 	if rec.arrival {
 		copts.DefaultTransform = func(obj any) (any, error) {
 			if cm, ok := obj.(*corev1.ConfigMap); ok {
@@ -238,16 +274,28 @@ func runCR(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func
 		return err
 	}
 	reader := mgr.GetCache()
-	err = ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("bench").
-		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			var cm corev1.ConfigMap
-			err := reader.Get(ctx, req.NamespacedName, &cm)
-			if err != nil && crclient.IgnoreNotFound(err) != nil {
-				return reconcile.Result{}, err
-			}
-			rec.observe(req.Namespace+"/"+req.Name, cm.Annotations, err == nil)
+	b := ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("bench")
+	if rec.owned {
+		b = b.Owns(&corev1.Secret{})
+	}
+	c := mgr.GetClient() // reads from the cache, writes to the API server
+	err = b.Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		var cm corev1.ConfigMap
+		err := reader.Get(ctx, req.NamespacedName, &cm)
+		if err != nil && crclient.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, err
+		}
+		rec.observe(req.Namespace+"/"+req.Name, cm.Annotations, err == nil)
+		if err != nil || !rec.owned {
 			return reconcile.Result{}, nil
-		}))
+		}
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: ownedName(cm.Name)}}
+		_, err = controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
+			sec.Data = ownedData(cm.Annotations)
+			return controllerutil.SetControllerReference(&cm, sec, mgr.GetScheme())
+		})
+		return reconcile.Result{}, err
+	}))
 	if err != nil {
 		return err
 	}
@@ -260,7 +308,9 @@ func run(ctx context.Context, impl, kubeconfig, ns string, rec *recorder, ready 
 	case "loom":
 		return runLoom(ctx, kubeconfig, ns, rec, ready)
 	case "controller-runtime":
-		return runCR(ctx, kubeconfig, ns, rec, ready)
+		return runCR(ctx, kubeconfig, ns, false, rec, ready)
+	case "controller-runtime-nocopy":
+		return runCR(ctx, kubeconfig, ns, true, rec, ready)
 	}
 	return fmt.Errorf("unknown -impl %q", impl)
 }

@@ -57,18 +57,20 @@ const namespace = "bench"
 var (
 	cpuProfile string
 	arrival    bool
+	owned      bool
 )
 
 func main() {
 	// controller-runtime registers -kubeconfig on flag.CommandLine: use our own set.
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	mode := fs.String("mode", "run", "env, run or write")
-	impl := fs.String("impl", "loom", "loom or controller-runtime")
+	impl := fs.String("impl", "loom", "loom, controller-runtime or controller-runtime-nocopy (its cache's UnsafeDisableDeepCopy on)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
 	n := fs.Int("n", 10000, "objects")
 	rate := fs.Int("rate", 300, "updates per second")
 	duration := fs.Duration("duration", 20*time.Second, "churn duration")
 	fs.BoolVar(&arrival, "arrival", false, "also measure reflector receipt → reconcile start (adds an informer transform; run mode)")
+	fs.BoolVar(&owned, "owned", false, "each reconcile also brings an owned Secret up to date with CreateOrUpdate, and the controller watches the Secrets it owns (run mode)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the churn window (run mode)")
 	fs.Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -214,6 +216,7 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 	defer cancel()
 	rec := newRecorder()
 	rec.arrival = arrival
+	rec.owned = owned
 	fwc := make(chan framework, 1)
 	errc := make(chan error, 1)
 	t0 := time.Now()
@@ -238,6 +241,11 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 	initial := time.Since(t0)
 	startCPU := time.Duration(0)
 	time.Sleep(time.Second) // let the initial burst settle
+	if owned {
+		// The owned Secrets' creation events reconcile their owners once
+		// more: wait for that to end too.
+		waitQuiet(rec, time.Second, 2*time.Minute)
+	}
 	reqs0 := fw.requests()
 	rec0 := rec.reconciles.Load()
 	rec.setRecording(true)
@@ -265,15 +273,7 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 		return fmt.Errorf("writer: %v", err)
 	}
 	// Drain: until no reconcile for 500 ms, at most 5 s.
-	last, quiet := rec.reconciles.Load(), time.Now()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		if c := rec.reconciles.Load(); c != last {
-			last, quiet = c, time.Now()
-		} else if time.Since(quiet) > 500*time.Millisecond {
-			break
-		}
-	}
+	waitQuiet(rec, 500*time.Millisecond, 5*time.Second)
 	cpu := cpuTime() - startCPU
 	window := time.Since(wstart)
 	reconciles := rec.reconciles.Load() - rec0
@@ -298,8 +298,12 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 		i := int(p * float64(len(lat)-1))
 		return float64(lat[i].Microseconds()) / 1000
 	}
-	fmt.Printf("impl=%s objects=%d rate=%d initial_s=%.2f window_s=%.2f %s reconciles=%d versions=%d cpu_s=%.3f reconciles_per_cpu_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f api_requests=%d api_requests_total=%d%s\n",
-		impl, n, rate, initial.Seconds(), window.Seconds(), strings.TrimSpace(string(wout)), reconciles, len(lat), cpu.Seconds(),
+	if owned {
+		extra += fmt.Sprintf(" requests_per_reconcile=%.3f requests_per_version=%.3f initial_requests=%d",
+			float64(reqs)/float64(max(reconciles, 1)), float64(reqs)/float64(max(len(lat), 1)), reqs0)
+	}
+	fmt.Printf("impl=%s owned=%t objects=%d rate=%d initial_s=%.2f window_s=%.2f %s reconciles=%d versions=%d cpu_s=%.3f reconciles_per_cpu_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f api_requests=%d api_requests_total=%d%s\n",
+		impl, owned, n, rate, initial.Seconds(), window.Seconds(), strings.TrimSpace(string(wout)), reconciles, len(lat), cpu.Seconds(),
 		float64(reconciles)/cpu.Seconds(), pct(0.5), pct(0.99), pct(1), reqs, fw.requests(), extra)
 	cancel()
 	select {
@@ -307,6 +311,20 @@ func runMode(ctx context.Context, impl, kubeconfig string, n, rate int, d time.D
 	case <-time.After(10 * time.Second):
 	}
 	return nil
+}
+
+// waitQuiet returns once no reconcile has started for quiet, or after at
+// most limit.
+func waitQuiet(rec *recorder, quiet, limit time.Duration) {
+	last, since := rec.reconciles.Load(), time.Now()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if c := rec.reconciles.Load(); c != last {
+			last, since = c, time.Now()
+		} else if time.Since(since) > quiet {
+			return
+		}
+	}
 }
 
 // startFloorWatch watches the namespace with a plain client-go watch in the
