@@ -275,6 +275,10 @@ func (f *Factory) Start(ctx context.Context) error {
 		f.mu.Unlock()
 		return ErrFactoryShutdown
 	}
+	if f.runCtx != nil {
+		f.mu.Unlock()
+		return fmt.Errorf("cache: factory: %w", ErrAlreadyStarted)
+	}
 	f.runCtx = ctx
 	for _, e := range f.informers {
 		if !e.started {

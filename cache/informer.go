@@ -21,9 +21,11 @@ var (
 	// ErrStopped: the informer has stopped (its Start returned), so it
 	// takes no handlers and will never sync if it has not.
 	ErrStopped = errors.New("informer stopped")
-	// ErrAlreadyStarted: Start was called a second time. An informer
-	// runs once; make a new one to start again.
-	ErrAlreadyStarted = errors.New("informer already started")
+	// ErrAlreadyStarted: Start was called a second time. Every Start of
+	// Loom reports it so, wrapped with what was started: informers,
+	// factories, controllers, the manager (also for Add after Start) and
+	// the webhook server. Each runs once; make a new one to start again.
+	ErrAlreadyStarted = errors.New("already started")
 )
 
 // MutationDetectorEnv is the environment variable that switches the

@@ -219,7 +219,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if c.started {
 		c.mu.Unlock()
-		return fmt.Errorf("controller %s: started twice", c.name)
+		return fmt.Errorf("controller %s: %w", c.name, cache.ErrAlreadyStarted)
 	}
 	c.started = true
 	synced := append([]cache.Syncer(nil), c.synced...)

@@ -143,8 +143,8 @@ type Manager struct {
 	addrs     map[string]net.Addr     // "health", "metrics": where they listen
 }
 
-// ErrStarted is returned by Add after Start, and by a second Start.
-var ErrStarted = errors.New("manager: already started")
+// errStarted is returned by Add after Start, and by a second Start.
+var errStarted = fmt.Errorf("manager: %w", cache.ErrAlreadyStarted)
 
 // New returns a Manager connected to the API server opts.Config (or the
 // kubeconfig, or the in-cluster service account) describes. It makes no
@@ -263,12 +263,13 @@ func (m *Manager) IsLeader() bool {
 	return m.leading
 }
 
-// Add adds a runnable. It fails after Start.
+// Add adds a runnable. After Start it fails with an error wrapping
+// cache.ErrAlreadyStarted.
 func (m *Manager) Add(r Runnable) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.started {
-		return ErrStarted
+		return errStarted
 	}
 	m.runnables = append(m.runnables, r)
 	return nil
@@ -296,7 +297,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started {
 		m.mu.Unlock()
-		return ErrStarted
+		return errStarted
 	}
 	m.started = true
 	runnables := append([]Runnable(nil), m.runnables...)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/internal/clock"
 )
 
@@ -58,14 +59,15 @@ var ErrNoCertDir = errors.New("webhook: ServerOptions.CertDir is required")
 // Server serves webhooks over HTTPS. Make it with NewServer, register
 // handlers with Register, then Start it (or add it to a manager).
 type Server struct {
-	opts   ServerOptions
-	log    *slog.Logger
-	mux    *http.ServeMux
-	certs  *certReloader
-	mu     sync.Mutex
-	ln     net.Listener
-	paths  map[string]bool
-	closed bool
+	opts    ServerOptions
+	log     *slog.Logger
+	mux     *http.ServeMux
+	certs   *certReloader
+	mu      sync.Mutex
+	ln      net.Listener
+	paths   map[string]bool
+	closed  bool // by Close or Start
+	started bool
 }
 
 // NewServer returns a server for opts. It does not read the certificate
@@ -176,11 +178,15 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return fmt.Errorf("webhook: server: %w", cache.ErrAlreadyStarted)
+	}
 	if s.closed {
 		s.mu.Unlock()
-		return errors.New("webhook: server already started, or closed")
+		return fmt.Errorf("webhook: server: %w", http.ErrServerClosed)
 	}
-	s.closed = true
+	s.closed, s.started = true, true
 	ln := s.ln
 	s.mu.Unlock()
 
