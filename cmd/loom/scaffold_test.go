@@ -34,10 +34,11 @@ import (
 // test (whose e2e test runs the generated reconciler against testenv, as
 // its service account, and checks the generated role is least-privilege),
 // then starts `loom dev up` (the real binary, its state under a temporary
-// XDG_CACHE_HOME) and `make run`, and waits for the sample to be Ready.
-// Then it checks that re-running skips every file, that the project needs
-// neither client-go nor controller-runtime, and that the Helm chart renders
-// what config/ does (tools/helmcheck).
+// XDG_CACHE_HOME) and `make run` with the webhooks served locally, and
+// waits for the sample to be defaulted by its webhook and Ready. Then it
+// checks that re-running skips every file and changes none, that the
+// project needs neither client-go nor controller-runtime, and that the
+// Helm chart renders what config/ does, webhooks included (tools/helmcheck).
 //
 // SLOW: a minute or two with warm module and build caches; longer the
 // first time (helmcheck builds Helm). -short skips it.
@@ -106,7 +107,7 @@ func TestGettingStarted(t *testing.T) {
 		}
 		t.Fatalf("running docs/getting-started.md: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"condition met", "controller-gen webhook", "ok  \tgithub.com/example/memcached-operator/internal/controller"} {
+	for _, want := range []string{"condition met", "controller-gen webhook", "kubectl kustomize config/webhook", "ok  \tgithub.com/example/memcached-operator/internal/controller"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("running docs/getting-started.md: no %q in the output:\n%s", want, out.String())
 		}
@@ -129,10 +130,11 @@ func TestGettingStarted(t *testing.T) {
 	again := run(project, loom, "init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator") +
 		run(project, loom, "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached") +
 		run(project, loom, "create", "webhook", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached")
-	if strings.Contains(again, "created:") || !strings.Contains(again, "skipped: main.go (exists)") ||
+	if strings.Contains(again, "created:") || strings.Contains(again, "updated:") || !strings.Contains(again, "skipped: main.go (exists)") ||
 		!strings.Contains(again, "skipped: internal/controller/memcached.go (exists)") ||
-		!strings.Contains(again, "skipped: internal/controller/memcached_webhook.go (exists)") {
-		t.Errorf("re-running init and create api:\n%s", again)
+		!strings.Contains(again, "skipped: internal/controller/memcached_webhook.go (exists)") ||
+		!strings.Contains(again, "skipped: config/webhook/kustomization.yaml (exists)") {
+		t.Errorf("re-running init, create api and create webhook:\n%s", again)
 	}
 
 	// Loom's own stack only.
@@ -549,5 +551,42 @@ func TestScaffoldWebhookNoMarkers(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, mine) {
 		t.Errorf("config/kustomization.yaml changed:\n%s", after)
+	}
+}
+
+// The CRD's plural is the one the RBAC markers name (controller-gen
+// pluralizes on its own otherwise: Redis would be "redis" in the CRD and
+// "redises" in the role), and --plural sets both.
+func TestScaffoldPlural(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := runInit(ctx, []string{"--domain", "example.com", "--repo", "example.com/op", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for kind, plural := range map[string]string{"Redis": "", "Goose": "geese"} {
+		args := []string{"api", "--group", "cache", "--version", "v1", "--kind", kind, "--dir", dir}
+		if plural != "" {
+			args = append(args, "--plural", plural)
+		} else {
+			plural = pluralize(strings.ToLower(kind))
+		}
+		if err := runCreate(ctx, args, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		lower := strings.ToLower(kind)
+		types, err := os.ReadFile(filepath.Join(dir, "api", "v1", lower+"_types.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctrl, err := os.ReadFile(filepath.Join(dir, "internal", "controller", lower+".go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(types), "// +kubebuilder:resource:path="+plural+",") {
+			t.Errorf("%s_types.go does not name the CRD's plural %s", lower, plural)
+		}
+		if !strings.Contains(string(ctrl), "resources="+plural+",") {
+			t.Errorf("%s.go's RBAC markers do not name %s", lower, plural)
+		}
 	}
 }
