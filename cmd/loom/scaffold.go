@@ -252,7 +252,7 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 	dir := fs.String("dir", ".", "the project folder (where `loom init` wrote PROJECT)")
 	pos, err := parse(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(out, "Usage: loom create %s --group G --version V --kind K [flags]\n\nExisting files are never overwritten.\n\n%s", what, flagUsage(fs))
+		fmt.Fprintf(out, "Usage: loom create %s --group G --version V --kind K [flags]\n\n%s\n\n%s", what, createHelp[what], flagUsage(fs))
 		return err
 	}
 	if err != nil {
@@ -321,6 +321,17 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 	if err := insertAtMarkers(out, *dir, controllerFile, lines); err != nil {
 		return err
 	}
+	if what == "webhook" {
+		// config/ registers the webhooks: the webhook folder (their
+		// configurations and Service), and its patch of the Deployment
+		// (--webhooks, the port).
+		if err := insertAtMarkers(out, *dir, kustomizationFile, []markerLine{
+			{"resources", "- webhook"},
+			{"patches", "- {path: webhook/manager_patch.yaml, target: {kind: Deployment, name: " + p.Name + "}}"},
+		}); err != nil {
+			return err
+		}
+	}
 	if what == "api" && len(others) > 0 {
 		fmt.Fprintf(out, "\n%s is also in %s, which stays the storage version (+kubebuilder:storageversion).\n"+
 			"Without a conversion webhook the API server converts between versions by changing apiVersion only,\n"+
@@ -331,15 +342,32 @@ func runCreate(_ context.Context, args []string, out, errOut io.Writer) error {
 	return nil
 }
 
-// controllerFile is where `loom create` wires new kinds and webhooks in.
-const controllerFile = "internal/controller/controller.go"
+// createHelp describes what `loom create api` and `loom create webhook`
+// write, for their -h.
+var createHelp = map[string]string{
+	"api": "Adds a kind: its Go types (api/VERSION), a reconciler and an end-to-end test (internal/controller),\n" +
+		"a sample (config/samples), and a line at each +loom:scaffold marker of internal/controller/controller.go.\n" +
+		"Existing files are never overwritten.",
+	"webhook": "Adds a defaulting and a validating webhook for a kind that loom create api made, with a unit and an\n" +
+		"end-to-end test (internal/controller), and their registration with the API server (config/webhook), which\n" +
+		"it adds to config/kustomization.yaml, as it adds the webhooks to internal/controller/controller.go, at the\n" +
+		"+loom:scaffold markers. Existing files are never overwritten.",
+}
+
+// controllerFile is where `loom create` wires new kinds and webhooks in;
+// kustomizationFile is where `loom create webhook` adds config/webhook.
+const (
+	controllerFile    = "internal/controller/controller.go"
+	kustomizationFile = "config/kustomization.yaml"
+)
 
 // markerLine is a line to insert before the "+loom:scaffold:<marker>"
 // comment.
 type markerLine struct{ marker, line string }
 
 // insertAtMarkers inserts each line before its marker comment in
-// dir/path, with the marker's indentation, unless the file has that line
+// dir/path ("// +loom:scaffold:<marker>" in a Go file, "# ..." in
+// others), with the marker's indentation, unless the file has that line
 // already. It fails, naming the marker, when a marker is missing (the
 // user removed it: wire the kind in by hand).
 func insertAtMarkers(out io.Writer, dir, path string, lines []markerLine) error {
@@ -348,15 +376,21 @@ func insertAtMarkers(out io.Writer, dir, path string, lines []markerLine) error 
 	if err != nil {
 		return err
 	}
+	isGo := strings.HasSuffix(path, ".go")
+	comment := "#"
+	if isGo {
+		comment = "//"
+	}
 	text := strings.Split(string(data), "\n")
 	changed := false
 	for _, ml := range lines {
 		if slices.ContainsFunc(text, func(l string) bool { return strings.TrimSpace(l) == ml.line }) {
 			continue
 		}
-		at := slices.IndexFunc(text, func(l string) bool { return strings.TrimSpace(l) == "// +loom:scaffold:"+ml.marker })
+		marker := comment + " +loom:scaffold:" + ml.marker
+		at := slices.IndexFunc(text, func(l string) bool { return strings.TrimSpace(l) == marker })
 		if at < 0 {
-			return fmt.Errorf("%s has no // +loom:scaffold:%s comment: add %q there by hand", path, ml.marker, ml.line)
+			return fmt.Errorf("%s has no %s comment: add %q there by hand", path, marker, ml.line)
 		}
 		indent := text[at][:len(text[at])-len(strings.TrimLeft(text[at], " \t"))]
 		text = slices.Insert(text, at, indent+ml.line)
@@ -365,9 +399,11 @@ func insertAtMarkers(out io.Writer, dir, path string, lines []markerLine) error 
 	if !changed {
 		return nil
 	}
-	body, err := format.Source([]byte(strings.Join(text, "\n")))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	body := []byte(strings.Join(text, "\n"))
+	if isGo {
+		if body, err = format.Source(body); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	if err := os.WriteFile(full, body, 0o644); err != nil {
 		return err

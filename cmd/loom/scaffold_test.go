@@ -6,14 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/loom-k8s/loom/testenv"
 )
@@ -27,10 +34,11 @@ import (
 // test (whose e2e test runs the generated reconciler against testenv, as
 // its service account, and checks the generated role is least-privilege),
 // then starts `loom dev up` (the real binary, its state under a temporary
-// XDG_CACHE_HOME) and `make run`, and waits for the sample to be Ready.
-// Then it checks that re-running skips every file, that the project needs
-// neither client-go nor controller-runtime, and that the Helm chart renders
-// what config/ does (tools/helmcheck).
+// XDG_CACHE_HOME) and `make run` with the webhooks served locally, and
+// waits for the sample to be defaulted by its webhook and Ready. Then it
+// checks that re-running skips every file and changes none, that the
+// project needs neither client-go nor controller-runtime, and that the
+// Helm chart renders what config/ does, webhooks included (tools/helmcheck).
 //
 // SLOW: a minute or two with warm module and build caches; longer the
 // first time (helmcheck builds Helm). -short skips it.
@@ -99,7 +107,7 @@ func TestGettingStarted(t *testing.T) {
 		}
 		t.Fatalf("running docs/getting-started.md: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"condition met", "controller-gen webhook", "ok  \tgithub.com/example/memcached-operator/internal/controller"} {
+	for _, want := range []string{"condition met", "controller-gen webhook", "kubectl kustomize config/webhook", "ok  \tgithub.com/example/memcached-operator/internal/controller"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("running docs/getting-started.md: no %q in the output:\n%s", want, out.String())
 		}
@@ -122,10 +130,11 @@ func TestGettingStarted(t *testing.T) {
 	again := run(project, loom, "init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator") +
 		run(project, loom, "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached") +
 		run(project, loom, "create", "webhook", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached")
-	if strings.Contains(again, "created:") || !strings.Contains(again, "skipped: main.go (exists)") ||
+	if strings.Contains(again, "created:") || strings.Contains(again, "updated:") || !strings.Contains(again, "skipped: main.go (exists)") ||
 		!strings.Contains(again, "skipped: internal/controller/memcached.go (exists)") ||
-		!strings.Contains(again, "skipped: internal/controller/memcached_webhook.go (exists)") {
-		t.Errorf("re-running init and create api:\n%s", again)
+		!strings.Contains(again, "skipped: internal/controller/memcached_webhook.go (exists)") ||
+		!strings.Contains(again, "skipped: config/webhook/kustomization.yaml (exists)") {
+		t.Errorf("re-running init, create api and create webhook:\n%s", again)
 	}
 
 	// Loom's own stack only.
@@ -306,5 +315,278 @@ func TestScaffoldSecondVersion(t *testing.T) {
 	create("other", "v2")
 	if !marked("v2") {
 		t.Error("Memcached in group other.example.com has no storage version marker")
+	}
+}
+
+// controllerGenWebhooks is config/webhook/manifests.yaml as controller-gen
+// (v0.21.0) writes it for a project's Memcached webhooks: its own names for
+// the configurations and their Service. TestGettingStarted runs the real
+// controller-gen.
+const controllerGenWebhooks = `---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: mutating-webhook-configuration
+webhooks:
+- admissionReviewVersions: [v1]
+  clientConfig:
+    service: {name: webhook-service, namespace: system, path: /mutate-cache-v1alpha1-memcached}
+  failurePolicy: Fail
+  name: mmemcached.cache.example.com
+  rules:
+  - {apiGroups: [cache.example.com], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [memcacheds]}
+  sideEffects: None
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: validating-webhook-configuration
+webhooks:
+- admissionReviewVersions: [v1]
+  clientConfig:
+    service: {name: webhook-service, namespace: system, path: /validate-cache-v1alpha1-memcached}
+  failurePolicy: Fail
+  name: vmemcached.cache.example.com
+  rules:
+  - {apiGroups: [cache.example.com], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [memcacheds]}
+  sideEffects: None
+`
+
+// kustomizeObjects builds the kustomize base dir with kubectl kustomize
+// (Loom's kubectl) and returns its objects by "Kind name".
+func kustomizeObjects(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(testenv.AssetsDir(), "kubectl"), "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
+	}
+	objs := map[string][]byte{}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		var head struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatalf("kubectl kustomize %s: %v in\n%s", dir, err, doc)
+		}
+		objs[head.Kind+" "+head.Metadata.Name] = []byte(doc)
+	}
+	return objs
+}
+
+// decode unmarshals the object key of objs into obj, failing the test if
+// there is none.
+func decode(t *testing.T, objs map[string][]byte, key string, obj any) {
+	t.Helper()
+	doc, ok := objs[key]
+	if !ok {
+		keys := slices.Sorted(maps.Keys(objs))
+		t.Fatalf("no %s in config/; it has %v", key, keys)
+	}
+	if err := yaml.Unmarshal(doc, obj); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+}
+
+// config/ registers the webhooks of `loom create webhook` under the names
+// that the operator injects its CA bundle into, its RBAC grants, and that
+// point at a Service in front of the Deployment's webhook port, which the
+// Deployment serves with --webhooks; without webhooks there are none of
+// these. Re-running adds nothing twice.
+func TestScaffoldWebhookConfig(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := runInit(ctx, []string{"--domain", "example.com", "--repo", "example.com/op", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	gvk := []string{"--group", "cache", "--version", "v1alpha1", "--kind", "Memcached", "--dir", dir}
+	if err := runCreate(ctx, append([]string{"api"}, gvk...), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "config")
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(path)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	manager := func(objs map[string][]byte) corev1.Container {
+		t.Helper()
+		var d appsv1.Deployment
+		decode(t, objs, "Deployment op", &d)
+		if len(d.Spec.Template.Spec.Containers) == 0 || d.Spec.Template.Spec.Containers[0].Name != "manager" {
+			t.Fatalf("the Deployment's first container is not the manager: %+v", d.Spec.Template.Spec.Containers)
+		}
+		return d.Spec.Template.Spec.Containers[0]
+	}
+
+	// Without webhooks: none, and the Deployment does not serve them.
+	objs := kustomizeObjects(t, config)
+	for key := range objs {
+		if strings.Contains(key, "Webhook") || strings.Contains(key, "webhook") {
+			t.Errorf("config/ has %s before loom create webhook", key)
+		}
+	}
+	if c := manager(objs); slices.Contains(c.Args, "--webhooks") {
+		t.Errorf("the Deployment runs with --webhooks before loom create webhook: %v", c.Args)
+	}
+
+	var out bytes.Buffer
+	if err := runCreate(ctx, append([]string{"webhook"}, gvk...), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "updated: config/kustomization.yaml") {
+		t.Errorf("loom create webhook did not add config/webhook to config/kustomization.yaml:\n%s", out.String())
+	}
+	// What make generate runs controller-gen for.
+	if err := os.WriteFile(filepath.Join(config, "webhook", "manifests.yaml"), []byte(controllerGenWebhooks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs = kustomizeObjects(t, config)
+
+	// The names Run gives the manager, and the role grants.
+	run, hooks := read("internal/controller/controller.go"), read("internal/controller/memcached_webhook.go")
+	for _, want := range []string{`"op-system/op-webhook-service"`, `"op-validating-webhook-configuration"`, `"op-mutating-webhook-configuration"`} {
+		if !strings.Contains(run, want) {
+			t.Errorf("internal/controller/controller.go does not pass %s to mgr.Webhooks", want)
+		}
+	}
+	if !strings.Contains(hooks, "resourceNames=op-validating-webhook-configuration;op-mutating-webhook-configuration") {
+		t.Errorf("the RBAC marker of memcached_webhook.go does not name the configurations op-validating-webhook-configuration and op-mutating-webhook-configuration")
+	}
+
+	var svc corev1.Service
+	decode(t, objs, "Service op-webhook-service", &svc)
+	if svc.Namespace != "op-system" || svc.Spec.Selector["app.kubernetes.io/name"] != "op" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 443 {
+		t.Errorf("the webhook Service: namespace %q, selector %v, ports %+v; want op-system, app.kubernetes.io/name=op, 443",
+			svc.Namespace, svc.Spec.Selector, svc.Spec.Ports)
+	}
+	var d appsv1.Deployment
+	decode(t, objs, "Deployment op", &d)
+	if !maps.Equal(d.Spec.Template.Labels, map[string]string{"app.kubernetes.io/name": "op"}) {
+		t.Errorf("the Deployment's pods have labels %v; the webhook Service selects app.kubernetes.io/name=op", d.Spec.Template.Labels)
+	}
+	c := manager(objs)
+	if !slices.Contains(c.Args, "--webhooks") || !slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("the manager's args %v: want --webhooks added to the others", c.Args)
+	}
+	if len(svc.Spec.Ports) == 1 {
+		target := svc.Spec.Ports[0].TargetPort
+		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+			return p.ContainerPort == 9443 && (target.IntValue() == 9443 || p.Name == target.String())
+		}) {
+			t.Errorf("the Service's targetPort %s is not the manager's port 9443 (the default --webhook-addr); ports %+v", target.String(), c.Ports)
+		}
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/tmp" }) || c.SecurityContext == nil ||
+		c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("the manager has no writable /tmp (for its webhook certificates) on a read-only root: %+v", c.VolumeMounts)
+	}
+
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	decode(t, objs, "ValidatingWebhookConfiguration op-validating-webhook-configuration", &vwc)
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	decode(t, objs, "MutatingWebhookConfiguration op-mutating-webhook-configuration", &mwc)
+	ccs := map[string]admissionregistrationv1.WebhookClientConfig{}
+	for _, w := range vwc.Webhooks {
+		ccs[w.Name] = w.ClientConfig
+	}
+	for _, w := range mwc.Webhooks {
+		ccs[w.Name] = w.ClientConfig
+	}
+	for name, path := range map[string]string{"vmemcached.cache.example.com": "/validate-cache-v1alpha1-memcached", "mmemcached.cache.example.com": "/mutate-cache-v1alpha1-memcached"} {
+		cc, ok := ccs[name]
+		switch {
+		case !ok:
+			t.Errorf("no webhook %s in config/", name)
+		case cc.Service == nil || cc.Service.Name != "op-webhook-service" || cc.Service.Namespace != "op-system" || cc.Service.Path == nil || *cc.Service.Path != path:
+			t.Errorf("webhook %s calls %+v, want op-system/op-webhook-service at %s", name, cc.Service, path)
+		case !strings.Contains(hooks, `"`+path+`"`):
+			t.Errorf("memcached_webhook.go serves no %s", path)
+		}
+	}
+
+	// Again: nothing new, nothing twice.
+	before := read("config/kustomization.yaml")
+	out.Reset()
+	if err := runCreate(ctx, append([]string{"webhook"}, gvk...), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if after := read("config/kustomization.yaml"); after != before || strings.Contains(out.String(), "created:") || strings.Contains(out.String(), "updated:") {
+		t.Errorf("re-running loom create webhook changed something:\n%s\nconfig/kustomization.yaml:\n%s", out.String(), after)
+	}
+}
+
+// A config/kustomization.yaml without its +loom:scaffold lines is left
+// alone, with an error that says what to add by hand.
+func TestScaffoldWebhookNoMarkers(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := runInit(ctx, []string{"--domain", "example.com", "--repo", "example.com/op", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	gvk := []string{"--group", "cache", "--version", "v1alpha1", "--kind", "Memcached", "--dir", dir}
+	if err := runCreate(ctx, append([]string{"api"}, gvk...), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config", "kustomization.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := regexp.MustCompile(`(?m)^# \+loom:scaffold:.*\n`).ReplaceAll(b, nil)
+	if bytes.Equal(mine, b) {
+		t.Fatal("config/kustomization.yaml has no +loom:scaffold lines")
+	}
+	if err := os.WriteFile(path, mine, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = runCreate(ctx, append([]string{"webhook"}, gvk...), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "# +loom:scaffold:resources") || !strings.Contains(err.Error(), `"- webhook"`) {
+		t.Errorf("loom create webhook without the markers: %v; want an error naming the marker and the line to add", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, mine) {
+		t.Errorf("config/kustomization.yaml changed:\n%s", after)
+	}
+}
+
+// The CRD's plural is the one the RBAC markers name (controller-gen
+// pluralizes on its own otherwise: Redis would be "redis" in the CRD and
+// "redises" in the role), and --plural sets both.
+func TestScaffoldPlural(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := runInit(ctx, []string{"--domain", "example.com", "--repo", "example.com/op", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for kind, plural := range map[string]string{"Redis": "", "Goose": "geese"} {
+		args := []string{"api", "--group", "cache", "--version", "v1", "--kind", kind, "--dir", dir}
+		if plural != "" {
+			args = append(args, "--plural", plural)
+		} else {
+			plural = pluralize(strings.ToLower(kind))
+		}
+		if err := runCreate(ctx, args, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		lower := strings.ToLower(kind)
+		types, err := os.ReadFile(filepath.Join(dir, "api", "v1", lower+"_types.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctrl, err := os.ReadFile(filepath.Join(dir, "internal", "controller", lower+".go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(types), "// +kubebuilder:resource:path="+plural+",") {
+			t.Errorf("%s_types.go does not name the CRD's plural %s", lower, plural)
+		}
+		if !strings.Contains(string(ctrl), "resources="+plural+",") {
+			t.Errorf("%s.go's RBAC markers do not name %s", lower, plural)
+		}
 	}
 }
