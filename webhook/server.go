@@ -21,6 +21,12 @@ import (
 // Metrics observes webhook requests. The manager's Prometheus registry
 // implements it.
 type Metrics interface {
+	// RegisterWebhook is called when a webhook is registered, with its
+	// path, before any request to it.
+	RegisterWebhook(webhook string)
+	// StartWebhook is called when a request to a webhook arrives; the
+	// ObserveWebhook call for the same request follows.
+	StartWebhook(webhook string)
 	// ObserveWebhook is called after each request to a webhook with the HTTP
 	// status code written (200 for an answered review, whether it allowed
 	// or denied; 4xx and 5xx for requests that could not be answered).
@@ -125,6 +131,9 @@ func (s *Server) Register(path string, h http.Handler) {
 		panic("webhook: path registered twice: " + path)
 	}
 	s.paths[path] = true
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.RegisterWebhook(path)
+	}
 	s.mux.Handle("POST "+path, s.observe(path, h))
 }
 
@@ -222,6 +231,9 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) observe(name string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if s.opts.Metrics != nil {
+			s.opts.Metrics.StartWebhook(name)
+		}
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(rec, r)
 		if s.opts.Metrics != nil {

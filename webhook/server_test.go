@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os/exec"
@@ -30,10 +31,22 @@ import (
 	"github.com/loom-k8s/loom/webhook"
 )
 
-// countingMetrics records ObserveWebhook calls.
+// countingMetrics records Metrics calls.
 type countingMetrics struct {
 	mu    sync.Mutex
-	calls map[string]int // "webhook code" -> count
+	calls map[string]int // "webhook code" -> count; "register webhook", "start webhook"
+}
+
+func (m *countingMetrics) RegisterWebhook(name string) { m.add("register " + name) }
+func (m *countingMetrics) StartWebhook(name string)    { m.add("start " + name) }
+
+func (m *countingMetrics) add(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls == nil {
+		m.calls = map[string]int{}
+	}
+	m.calls[key]++
 }
 
 func (m *countingMetrics) ObserveWebhook(name string, code int, _ time.Duration) {
@@ -43,6 +56,12 @@ func (m *countingMetrics) ObserveWebhook(name string, code int, _ time.Duration)
 		m.calls = map[string]int{}
 	}
 	m.calls[fmt.Sprintf("%s %d", name, code)]++
+}
+
+func (m *countingMetrics) snapshot() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.calls)
 }
 
 func (m *countingMetrics) count(key string) int {
@@ -239,6 +258,22 @@ func TestServerThroughAPIServer(t *testing.T) {
 	}
 	if r.metrics.count("/default 200") == 0 || r.metrics.count("/validate 200") == 0 {
 		t.Fatalf("metrics: %v", r.metrics.calls)
+	}
+	// Every path was announced once, and every answered request was
+	// announced when it arrived.
+	for _, p := range []string{"/default", "/validate"} {
+		if n := r.metrics.count("register " + p); n != 1 {
+			t.Errorf("RegisterWebhook(%s) called %d times, want 1", p, n)
+		}
+		answered := 0
+		for k, n := range r.metrics.snapshot() {
+			if strings.HasPrefix(k, p+" ") {
+				answered += n
+			}
+		}
+		if started := r.metrics.count("start " + p); started != answered {
+			t.Errorf("StartWebhook(%s) called %d times, ObserveWebhook %d", p, started, answered)
+		}
 	}
 
 	// /healthz answers over TLS, verified with the CA bundle.
