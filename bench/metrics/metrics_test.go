@@ -19,6 +19,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -246,11 +250,72 @@ func TestMetricFamiliesMatchControllerRuntime(t *testing.T) {
 			t.Logf("%s: %v", name, want.Type)
 		}
 	}
+	t.Run("kubebuilder dashboards", func(t *testing.T) { checkDashboards(t, loomFamilies) })
+
 	// The series that mean "this manager leads" say so on both sides.
 	for side, mfs := range map[string][]*dto.MetricFamily{"controller-runtime": crFamilies, "Loom": loomFamilies} {
 		lease := map[string]string{"controller-runtime": "cr-metrics", "Loom": "loom-metrics"}[side]
 		if v, ok := gauge(mfs, "leader_election_master_status", "name", lease); !ok || v != 1 {
 			t.Errorf("%s: leader_election_master_status{name=%s} = %v (present %v), want 1", side, lease, v, ok)
+		}
+	}
+}
+
+// kubebuilderGrafana is where kubebuilder keeps the Grafana dashboards
+// its grafana plugin scaffolds, inside the module cache.
+const kubebuilderGrafana = "sigs.k8s.io/kubebuilder/v4@v4.16.0/pkg/plugins/optional/grafana/v1alpha/scaffolds/internal/templates"
+
+var (
+	exprRE     = regexp.MustCompile(`"expr":\s*"((?:[^"\\]|\\.)*)"`)
+	selectorRE = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
+)
+
+// checkDashboards reads the PromQL of kubebuilder's Grafana dashboards and
+// fails if a metric one queries has no series in Loom's scrape. It needs
+// the kubebuilder module in the module cache (go mod download
+// sigs.k8s.io/kubebuilder/v4@v4.16.0) and is skipped without it.
+func checkDashboards(t *testing.T, mfs []*dto.MetricFamily) {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), kubebuilderGrafana)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	if len(files) == 0 {
+		t.Skipf("kubebuilder's dashboards are not in the module cache (%s): run go mod download sigs.k8s.io/kubebuilder/v4@v4.16.0", dir)
+	}
+	queried := map[string][]string{} // metric -> files
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range exprRE.FindAllStringSubmatch(string(b), -1) {
+			for _, m := range selectorRE.FindAllStringSubmatch(e[1], -1) {
+				queried[m[1]] = append(queried[m[1]], filepath.Base(f))
+			}
+		}
+	}
+	if len(queried) < 5 {
+		t.Fatalf("found only %d metrics in the dashboards' queries (%v): has their format changed?", len(queried), queried)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		have[mf.GetName()] = true
+		if mf.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				have[mf.GetName()+suffix] = true
+			}
+		}
+	}
+	for name, where := range queried {
+		if !have[name] {
+			t.Errorf("%s, queried by kubebuilder's dashboard (%s), has no series in Loom's scrape", name, where[0])
+		} else {
+			t.Logf("%s: present", name)
 		}
 	}
 }
