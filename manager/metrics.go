@@ -67,6 +67,9 @@ type metrics struct {
 	webhooks   *prometheus.CounterVec // {webhook, code}
 	webhookLat *prometheus.HistogramVec
 	inFlight   *prometheus.GaugeVec
+	// Panics recovered in admission and conversion handlers; no labels,
+	// as controller-runtime's.
+	admissionPanics, conversionPanics prometheus.Counter
 
 	// Series looked up once per controller, not per reconcile.
 	series sync.Map // controller -> *controllerSeries
@@ -141,10 +144,17 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "controller_runtime_webhook_requests_in_flight", Help: "Webhook requests being answered now, per webhook.",
 		}, []string{"webhook"}),
+		admissionPanics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "controller_runtime_webhook_panics_total", Help: "Panics recovered in admission webhook handlers.",
+		}),
+		conversionPanics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "controller_runtime_conversion_webhook_panics_total", Help: "Panics recovered in conversion webhook handlers.",
+		}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.reconciles, m.errors, m.terminalErrors, m.panics, m.timeouts, m.reconcileTime, m.maxWorkers, m.activeWorkers,
 		m.restRequests, m.requests, m.latency, m.leader, m.webhooks, m.webhookLat, m.inFlight,
+		m.admissionPanics, m.conversionPanics,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -263,4 +273,13 @@ func (m *metrics) ObserveWebhook(name string, code int, d time.Duration) {
 	m.inFlight.WithLabelValues(name).Dec()
 	m.webhooks.WithLabelValues(name, strconv.Itoa(code)).Inc()
 	m.webhookLat.WithLabelValues(name).Observe(d.Seconds())
+}
+
+// ObservePanic implements webhook.Metrics.
+func (m *metrics) ObservePanic(_ string, conversion bool) {
+	if conversion {
+		m.conversionPanics.Inc()
+	} else {
+		m.admissionPanics.Inc()
+	}
 }

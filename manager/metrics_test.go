@@ -330,6 +330,25 @@ func TestWebhookSeries(t *testing.T) {
 	check("one answered", want{ok200: 1, inFlight: 1, latency: 1})
 	m.ObserveWebhook(w, 500, time.Millisecond)
 	check("both answered", want{ok200: 1, ok500: 1, latency: 2})
+
+	// Panics are counted by kind, without labels, from zero.
+	steps := []struct {
+		conversion          bool
+		admission, converts float64
+	}{{false, 1, 0}, {true, 1, 1}, {false, 2, 1}}
+	for _, name := range []string{"controller_runtime_webhook_panics_total", "controller_runtime_conversion_webhook_panics_total"} {
+		if got, ok := value(t, m.reg, name); !ok || got != 0 {
+			t.Errorf("%s = %v (present %v), want 0", name, got, ok)
+		}
+	}
+	for i, s := range steps {
+		m.ObservePanic(w, s.conversion)
+		a, _ := value(t, m.reg, "controller_runtime_webhook_panics_total")
+		c, _ := value(t, m.reg, "controller_runtime_conversion_webhook_panics_total")
+		if a != s.admission || c != s.converts {
+			t.Errorf("step %d: panics admission %v conversion %v, want %v %v", i, a, c, s.admission, s.converts)
+		}
+	}
 }
 
 // TestLeaderStatus: leader_election_master_status follows leadership of

@@ -39,6 +39,9 @@ type countingMetrics struct {
 
 func (m *countingMetrics) RegisterWebhook(name string) { m.add("register " + name) }
 func (m *countingMetrics) StartWebhook(name string)    { m.add("start " + name) }
+func (m *countingMetrics) ObservePanic(name string, conversion bool) {
+	m.add(fmt.Sprintf("panic %s conversion=%v", name, conversion))
+}
 
 func (m *countingMetrics) add(key string) {
 	m.mu.Lock()
@@ -255,6 +258,9 @@ func TestServerThroughAPIServer(t *testing.T) {
 		Labels: map[string]string{"webhooked": "yes", "panic": "yes"}}}, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "asked to") || !strings.Contains(err.Error(), "default.loom.test") {
 		t.Fatalf("create with a panicking defaulter: %v, want the webhook's denial naming it", err)
+	}
+	if n := r.metrics.count("panic /default conversion=false"); n != 1 {
+		t.Errorf("ObservePanic(/default, false) called %d times, want 1: %v", n, r.metrics.snapshot())
 	}
 	if r.metrics.count("/default 200") == 0 || r.metrics.count("/validate 200") == 0 {
 		t.Fatalf("metrics: %v", r.metrics.calls)
