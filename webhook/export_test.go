@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/loom-k8s/loom/internal/clock"
 )
@@ -24,3 +25,7 @@ func CountPanics(ctx context.Context) (context.Context, func() (admission, conve
 		return int(p.admission.Load()), int(p.conversion.Load())
 	}
 }
+
+// Handler returns what the server serves at path (registered with
+// Register), for tests that call it without TLS.
+func (s *Server) Handler() http.Handler { return s.mux }

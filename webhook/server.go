@@ -263,6 +263,14 @@ func (s *Server) observe(name string, h http.Handler) http.Handler {
 			h.ServeHTTP(rec, r)
 		} else {
 			m.StartWebhook(name)
+			defer func() {
+				// A handler that panics (net/http then drops the
+				// connection) still ends its request: counted as a 500.
+				if v := recover(); v != nil {
+					m.ObserveWebhook(name, http.StatusInternalServerError, time.Since(start))
+					panic(v)
+				}
+			}()
 			p := &panics{}
 			h.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), panicsKey{}, p)))
 			for range p.admission.Load() {

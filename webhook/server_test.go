@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -454,5 +455,50 @@ func TestCloseReleasesTheSocket(t *testing.T) {
 	ln.Close()
 	if err := srv.Start(t.Context()); err == nil {
 		t.Fatal("Start after Close succeeded")
+	}
+}
+
+// TestServerMetricsPerRequest: each request to a registered path is
+// started and observed once with its status code, a panic recovered by an
+// admission handler is reported, and a raw handler that panics still ends
+// its request (as a 500), so that requests in flight go back to zero.
+func TestServerMetricsPerRequest(t *testing.T) {
+	tests := []struct {
+		name  string
+		h     http.Handler
+		code  int
+		panic string // the ObservePanic key expected, if any
+	}{
+		{"ok", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), 200, ""},
+		{"bad", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(400) }), 400, ""},
+		{"raw-panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), 500, ""},
+		{"admission-panic", webhook.Admission(func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			panic("boom")
+		}), 200, "panic /admission-panic conversion=false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &countingMetrics{}
+			srv, err := webhook.NewServer(webhook.ServerOptions{Addr: "127.0.0.1:0", CertDir: t.TempDir(), Metrics: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := "/" + tt.name
+			srv.Register(path, tt.h)
+			body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","object":{}}}`
+			req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			func() {
+				defer func() { _ = recover() }() // the raw handler's panic goes on to net/http
+				srv.Handler().ServeHTTP(httptest.NewRecorder(), req)
+			}()
+			want := map[string]int{"register " + path: 1, "start " + path: 1, fmt.Sprintf("%s %d", path, tt.code): 1}
+			if tt.panic != "" {
+				want[tt.panic] = 1
+			}
+			if got := m.snapshot(); !maps.Equal(got, want) {
+				t.Errorf("metrics calls %v, want %v", got, want)
+			}
+		})
 	}
 }
