@@ -7,7 +7,8 @@
 // One controller-runtime manager and one Loom manager run on one test API
 // server, each with leader election on and a trivial ConfigMap reconciler,
 // and each webhook server answers one request; then both registries are
-// gathered and compared.
+// gathered and compared. A subtest also checks that every metric queried
+// by kubebuilder's Grafana dashboards has a series in Loom's scrape.
 //
 // Run with: cd bench && go test -race -run TestMetricFamiliesMatchControllerRuntime ./metrics
 package metrics
@@ -78,6 +79,8 @@ var mustSee = []string{
 	"controller_runtime_webhook_latency_seconds",
 	"controller_runtime_webhook_requests_total",
 	"controller_runtime_webhook_requests_in_flight",
+	"controller_runtime_webhook_panics_total",
+	"controller_runtime_conversion_webhook_panics_total",
 }
 
 // shape is what must match: type, label names and bucket bounds.
