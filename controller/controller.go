@@ -54,9 +54,18 @@ type Options struct {
 // Metrics observes reconciles; the manager's Prometheus registry
 // implements it.
 type Metrics interface {
+	// ObserveStart is called once, when the controller starts (before its
+	// sources have synced), with its number of workers: the most keys it
+	// reconciles at once.
+	ObserveStart(controller string, workers int)
+	// ObserveActive is called with +1 when a worker takes a key and -1
+	// when it is done with it.
+	ObserveActive(controller string, delta int)
 	// ObserveReconcile is called after each reconcile with its outcome:
-	// "success", "requeue_after", "error", "terminal_error" or "panic".
-	ObserveReconcile(controller, outcome string, d time.Duration)
+	// "success", "requeue_after", "error", "terminal_error" or "panic",
+	// and whether Options.Timeout expired before the reconcile returned
+	// (whatever it returned).
+	ObserveReconcile(controller, outcome string, timedOut bool, d time.Duration)
 }
 
 // Manager is what a controller needs of the manager that runs it;
@@ -228,6 +237,9 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.ObserveStart(c.name, c.opts.Workers)
+	}
 
 	defer c.queue.ShutDown()
 	if err := cache.WaitForCacheSync(ctx, synced...); err != nil {
@@ -261,10 +273,14 @@ func (c *Controller[T]) next(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return true // shutting down: leave the key
 	}
+	if m := c.opts.Metrics; m != nil {
+		m.ObserveActive(c.name, 1)
+		defer m.ObserveActive(c.name, -1)
+	}
 	id := strconv.FormatUint(c.ids.Add(1), 36)
 	log := c.log.With("key", req.String(), "reconcileID", id)
 	start := time.Now()
-	res, err := c.call(ctx, req, log)
+	res, timedOut, err := c.call(ctx, req, log)
 	outcome := "success"
 	switch {
 	case err != nil && errors.Is(err, errPanic):
@@ -295,24 +311,32 @@ func (c *Controller[T]) next(ctx context.Context) bool {
 		log.Debug("reconciled", "outcome", outcome, "duration", d, "requeueAfter", res.RequeueAfter)
 	}
 	if c.opts.Metrics != nil {
-		c.opts.Metrics.ObserveReconcile(c.name, outcome, d)
+		c.opts.Metrics.ObserveReconcile(c.name, outcome, timedOut, d)
 	}
 	return true
 }
 
-var errPanic = errors.New("reconciler panicked")
+var (
+	errPanic   = errors.New("reconciler panicked")
+	errTimeout = errors.New("reconcile timeout")
+)
 
 // call reconciles the cached object of req, if the cache still has it,
-// with the timeout, turning a panic into an error.
-func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger) (res Result, err error) {
+// with the timeout, turning a panic into an error. timedOut says that the
+// timeout (not the controller's context) ended the reconcile's context
+// before it returned.
+func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger) (res Result, timedOut bool, err error) {
 	obj, ok := c.primary.Lister().Namespace(req.Namespace).Get(req.Name)
 	if !ok {
-		return Result{}, nil // gone: nothing to reconcile (finalizers handle cleanup)
+		return Result{}, false, nil // gone: nothing to reconcile (finalizers handle cleanup)
 	}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.Timeout, errTimeout)
 		defer cancel()
+		defer func() {
+			timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(context.Cause(ctx), errTimeout)
+		}()
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -320,7 +344,8 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 			err = fmt.Errorf("%w: %v", errPanic, p)
 		}
 	}()
-	return c.reconcile(ctx, obj)
+	res, err = c.reconcile(ctx, obj)
+	return res, false, err
 }
 
 // NeedLeaderElection reports that a controller runs only on the leader.

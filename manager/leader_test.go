@@ -84,15 +84,26 @@ func TestTwoManagersOneLeader(t *testing.T) {
 		return l
 	}
 	first := leader()
-	first.cancel()
-	if err := <-first.done; err != nil {
-		t.Fatalf("leader's manager: %v", err)
-	}
 	var second *running
 	for _, r := range ms {
 		if r != first {
 			second = r
 		}
+	}
+	// leader_election_master_status: 1 on the leader, 0 on the candidate
+	// waiting, 0 on the leader once it has stopped.
+	if got := leaderStatus(t, first.mgr, "two-managers"); got != 1 {
+		t.Errorf("leader's leader_election_master_status = %v, want 1", got)
+	}
+	if got := leaderStatus(t, second.mgr, "two-managers"); got != 0 {
+		t.Errorf("follower's leader_election_master_status = %v, want 0", got)
+	}
+	first.cancel()
+	if err := <-first.done; err != nil {
+		t.Fatalf("leader's manager: %v", err)
+	}
+	if got := leaderStatus(t, first.mgr, "two-managers"); got != 0 {
+		t.Errorf("stopped leader's leader_election_master_status = %v, want 0", got)
 	}
 	eventually(t, "the other manager to lead", func() bool { return second.mgr.IsLeader() && second.work.ran.Load() })
 	second.cancel()
@@ -102,6 +113,29 @@ func TestTwoManagersOneLeader(t *testing.T) {
 	if maxActive.Load() != 1 {
 		t.Fatalf("%d leader runnables ran at once", maxActive.Load())
 	}
+}
+
+// leaderStatus returns leader_election_master_status{name=lease} from
+// mgr's registry, or -1 if there is no such series.
+func leaderStatus(t *testing.T, mgr *manager.Manager, lease string) float64 {
+	t.Helper()
+	mfs, err := mgr.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "leader_election_master_status" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == lease {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
 
 func TestPanickingReconcilerDoesNotKillTheManager(t *testing.T) {
@@ -136,8 +170,13 @@ func TestPanickingReconcilerDoesNotKillTheManager(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	mgr.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if !strings.Contains(rec.Body.String(), `loom_controller_reconcile_total{controller="panicky",outcome="panic"} 1`) {
-		t.Errorf("panic not counted:\n%s", rec.Body.String())
+	for _, want := range []string{
+		`controller_runtime_reconcile_panics_total{controller="panicky"} 1`,
+		`controller_runtime_reconcile_total{controller="panicky",result="error"} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("panic not counted: no %s in\n%s", want, rec.Body.String())
+		}
 	}
 	cancel()
 	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {

@@ -360,11 +360,17 @@ func (m *Manager) Start(ctx context.Context) error {
 		e, err := leaderelection.New(leases, leaderelection.Options{
 			Namespace: le.Namespace, Name: le.Name, Identity: le.Identity,
 			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-			OnStartedLeading: startLeaders, Logger: m.log,
+			OnStartedLeading: func(ctx context.Context) {
+				m.metrics.leading(le.Name, true)
+				startLeaders(ctx)
+			},
+			OnStoppedLeading: func() { m.metrics.leading(le.Name, false) },
+			Logger:           m.log,
 		})
 		if err != nil {
 			return fmt.Errorf("manager: %w", err)
 		}
+		m.metrics.leading(le.Name, false)
 		m.mu.Lock()
 		m.elector = e
 		m.mu.Unlock()

@@ -251,9 +251,11 @@ func TestConfigMapPerWidgetConvergesUnderChurn(t *testing.T) {
 	}
 	_, metrics := get("metrics", "/metrics")
 	for _, want := range []string{
-		`loom_controller_reconcile_total{controller="widgets",outcome="success"}`,
-		`loom_controller_reconcile_duration_seconds_bucket{controller="widgets"`,
-		`loom_workqueue_adds_total{name="widgets"}`,
+		`controller_runtime_reconcile_total{controller="widgets",result="success"}`,
+		`controller_runtime_reconcile_time_seconds_bucket{controller="widgets"`,
+		`controller_runtime_max_concurrent_reconciles{controller="widgets"}`,
+		`workqueue_adds_total{controller="widgets",name="widgets"}`,
+		`rest_client_requests_total{code="201",host="`,
 		`loom_rest_requests_total{code="201",method="POST",resource="configmaps"}`,
 	} {
 		if !strings.Contains(metrics, want) {

@@ -20,12 +20,15 @@ type ObserverFunc func(ctx context.Context, info RequestInfo)
 // ObserveRequest calls f.
 func (f ObserverFunc) ObserveRequest(ctx context.Context, info RequestInfo) { f(ctx, info) }
 
-// RequestInfo describes one attempt. For metric labels use Method,
+// RequestInfo describes one attempt. For metric labels use Method, Host,
 // Resource, Subresource and Code; Path holds object names and has high
 // cardinality.
 type RequestInfo struct {
 	// Method is the HTTP method.
 	Method string
+	// Host is the API server's host (and port, if the URL has one), as in
+	// the request URL.
+	Host string
 	// Resource and Subresource are as given to the request builder (empty
 	// for AbsPath requests).
 	Resource, Subresource string

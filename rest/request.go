@@ -355,7 +355,7 @@ func (r *Request) send(ctx context.Context, accept string) (*http.Response, erro
 		}
 		if c.observer != nil {
 			c.observer.ObserveRequest(ctx, RequestInfo{
-				Method: r.method, Resource: r.res, Subresource: r.sub, Path: u.Path,
+				Method: r.method, Host: u.Host, Resource: r.res, Subresource: r.sub, Path: u.Path,
 				Code: code, Err: err, Latency: latency, Attempt: attempt, Retrying: retry, RetryAfter: wait,
 			})
 		}

@@ -57,6 +57,7 @@ func Admission(f AdmissionFunc) http.Handler {
 func call(ctx context.Context, f AdmissionFunc, req *admissionv1.AdmissionRequest) (resp *admissionv1.AdmissionResponse) {
 	defer func() {
 		if p := recover(); p != nil {
+			notePanic(ctx, false)
 			resp = Denied(apierrors.NewInternalError(fmt.Errorf("webhook panicked: %v", p)))
 		}
 	}()

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,7 +67,7 @@ func Conversion(scheme *runtime.Scheme) http.Handler {
 			return
 		}
 		resp := &conversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
-		out, err := c.convertAll(review.Request)
+		out, err := c.convertAll(r.Context(), review.Request)
 		if err != nil {
 			resp.Result = metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Message: err.Error()}
 			if errors.Is(err, errInternal) {
@@ -107,9 +108,10 @@ type converter struct {
 	scheme *runtime.Scheme
 }
 
-func (c *converter) convertAll(req *conversionRequest) (out []runtime.RawExtension, err error) {
+func (c *converter) convertAll(ctx context.Context, req *conversionRequest) (out []runtime.RawExtension, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			notePanic(ctx, true)
 			out, err = nil, fmt.Errorf("%w: conversion panicked: %v", errInternal, p)
 		}
 	}()

@@ -65,6 +65,9 @@ func (g *gizmoV2) ConvertFrom(h webhook.Hub) error {
 }
 
 func (g *gizmoV3) ConvertTo(h webhook.Hub) error {
+	if g.First == "panic" {
+		panic("asked to")
+	}
 	hub := h.(*gizmoV1)
 	hub.ObjectMeta, hub.SizeMM = g.ObjectMeta, g.SizeMM
 	hub.Name = strings.TrimSpace(g.First + " " + g.Last)
@@ -183,5 +186,39 @@ func TestConversionFailures(t *testing.T) {
 		if rec.Code != 400 {
 			t.Errorf("malformed review %s: HTTP %d %s, want 400", body, rec.Code, rec.Body)
 		}
+	}
+}
+
+// TestConversionPanicsCounted: a panic in a conversion is answered as a
+// failure and recorded for the server's metrics as a conversion panic; a
+// conversion that fails without panicking, or succeeds, records none.
+func TestConversionPanicsCounted(t *testing.T) {
+	h := webhook.Conversion(gizmoScheme())
+	const g = "gizmos.test.loom.dev"
+	tests := []struct {
+		name, first   string
+		wantPanics    int
+		wantSuccesses bool
+	}{
+		{"converts", "Ada", 0, true},
+		{"panics", "panic", 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v3 := `{"apiVersion":"` + g + `/v3","kind":"Gizmo","metadata":{"name":"a","namespace":"ns"},"sizeMM":120,"First":"` + tt.first + `","Last":"L"}`
+			body := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"c-1","desiredAPIVersion":"` + g + `/v1","objects":[` + v3 + `]}}`
+			ctx, counts := webhook.CountPanics(t.Context())
+			req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/convert", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			ok := rec.Code == 200 && strings.Contains(rec.Body.String(), `"status":"Success"`)
+			if ok != tt.wantSuccesses {
+				t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+			}
+			if adm, conv := counts(); adm != 0 || conv != tt.wantPanics {
+				t.Errorf("panics recorded: admission %d, conversion %d; want 0, %d", adm, conv, tt.wantPanics)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loom-k8s/loom/cache"
@@ -21,10 +22,41 @@ import (
 // Metrics observes webhook requests. The manager's Prometheus registry
 // implements it.
 type Metrics interface {
+	// RegisterWebhook is called when a webhook is registered, with its
+	// path, before any request to it.
+	RegisterWebhook(webhook string)
+	// StartWebhook is called when a request to a webhook arrives; the
+	// ObserveWebhook call for the same request follows.
+	StartWebhook(webhook string)
 	// ObserveWebhook is called after each request to a webhook with the HTTP
 	// status code written (200 for an answered review, whether it allowed
 	// or denied; 4xx and 5xx for requests that could not be answered).
 	ObserveWebhook(webhook string, code int, d time.Duration)
+	// ObservePanic is called, before ObserveWebhook, when a handler made
+	// by this package (an admission handler, or Conversion when
+	// conversion is true) recovered from a panic while answering a
+	// request to webhook.
+	ObservePanic(webhook string, conversion bool)
+}
+
+// panicsKey is the context key of a request's *panics.
+type panicsKey struct{}
+
+// panics counts the panics recovered while answering one request.
+type panics struct{ admission, conversion atomic.Int32 }
+
+// notePanic records a recovered panic for the server's metrics, if ctx
+// is a request context of a Server.
+func notePanic(ctx context.Context, conversion bool) {
+	p, ok := ctx.Value(panicsKey{}).(*panics)
+	if !ok {
+		return
+	}
+	if conversion {
+		p.conversion.Add(1)
+	} else {
+		p.admission.Add(1)
+	}
 }
 
 // ServerOptions configure NewServer. CertDir is required; the rest may be
@@ -125,6 +157,9 @@ func (s *Server) Register(path string, h http.Handler) {
 		panic("webhook: path registered twice: " + path)
 	}
 	s.paths[path] = true
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.RegisterWebhook(path)
+	}
 	s.mux.Handle("POST "+path, s.observe(path, h))
 }
 
@@ -223,9 +258,28 @@ func (s *Server) observe(name string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		h.ServeHTTP(rec, r)
-		if s.opts.Metrics != nil {
-			s.opts.Metrics.ObserveWebhook(name, rec.code, time.Since(start))
+		m := s.opts.Metrics
+		if m == nil {
+			h.ServeHTTP(rec, r)
+		} else {
+			m.StartWebhook(name)
+			defer func() {
+				// A handler that panics (net/http then drops the
+				// connection) still ends its request: counted as a 500.
+				if v := recover(); v != nil {
+					m.ObserveWebhook(name, http.StatusInternalServerError, time.Since(start))
+					panic(v)
+				}
+			}()
+			p := &panics{}
+			h.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), panicsKey{}, p)))
+			for range p.admission.Load() {
+				m.ObservePanic(name, false)
+			}
+			for range p.conversion.Load() {
+				m.ObservePanic(name, true)
+			}
+			m.ObserveWebhook(name, rec.code, time.Since(start))
 		}
 		if rec.code >= 400 {
 			s.log.Warn("webhook request failed", "webhook", name, "code", rec.code)

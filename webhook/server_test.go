@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -30,10 +32,25 @@ import (
 	"github.com/loom-k8s/loom/webhook"
 )
 
-// countingMetrics records ObserveWebhook calls.
+// countingMetrics records Metrics calls.
 type countingMetrics struct {
 	mu    sync.Mutex
-	calls map[string]int // "webhook code" -> count
+	calls map[string]int // "webhook code" -> count; "register webhook", "start webhook"
+}
+
+func (m *countingMetrics) RegisterWebhook(name string) { m.add("register " + name) }
+func (m *countingMetrics) StartWebhook(name string)    { m.add("start " + name) }
+func (m *countingMetrics) ObservePanic(name string, conversion bool) {
+	m.add(fmt.Sprintf("panic %s conversion=%v", name, conversion))
+}
+
+func (m *countingMetrics) add(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls == nil {
+		m.calls = map[string]int{}
+	}
+	m.calls[key]++
 }
 
 func (m *countingMetrics) ObserveWebhook(name string, code int, _ time.Duration) {
@@ -43,6 +60,12 @@ func (m *countingMetrics) ObserveWebhook(name string, code int, _ time.Duration)
 		m.calls = map[string]int{}
 	}
 	m.calls[fmt.Sprintf("%s %d", name, code)]++
+}
+
+func (m *countingMetrics) snapshot() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.calls)
 }
 
 func (m *countingMetrics) count(key string) int {
@@ -237,8 +260,27 @@ func TestServerThroughAPIServer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "asked to") || !strings.Contains(err.Error(), "default.loom.test") {
 		t.Fatalf("create with a panicking defaulter: %v, want the webhook's denial naming it", err)
 	}
+	if n := r.metrics.count("panic /default conversion=false"); n != 1 {
+		t.Errorf("ObservePanic(/default, false) called %d times, want 1: %v", n, r.metrics.snapshot())
+	}
 	if r.metrics.count("/default 200") == 0 || r.metrics.count("/validate 200") == 0 {
 		t.Fatalf("metrics: %v", r.metrics.calls)
+	}
+	// Every path was announced once, and every answered request was
+	// announced when it arrived.
+	for _, p := range []string{"/default", "/validate"} {
+		if n := r.metrics.count("register " + p); n != 1 {
+			t.Errorf("RegisterWebhook(%s) called %d times, want 1", p, n)
+		}
+		answered := 0
+		for k, n := range r.metrics.snapshot() {
+			if strings.HasPrefix(k, p+" ") {
+				answered += n
+			}
+		}
+		if started := r.metrics.count("start " + p); started != answered {
+			t.Errorf("StartWebhook(%s) called %d times, ObserveWebhook %d", p, started, answered)
+		}
 	}
 
 	// /healthz answers over TLS, verified with the CA bundle.
@@ -413,5 +455,50 @@ func TestCloseReleasesTheSocket(t *testing.T) {
 	ln.Close()
 	if err := srv.Start(t.Context()); err == nil {
 		t.Fatal("Start after Close succeeded")
+	}
+}
+
+// TestServerMetricsPerRequest: each request to a registered path is
+// started and observed once with its status code, a panic recovered by an
+// admission handler is reported, and a raw handler that panics still ends
+// its request (as a 500), so that requests in flight go back to zero.
+func TestServerMetricsPerRequest(t *testing.T) {
+	tests := []struct {
+		name  string
+		h     http.Handler
+		code  int
+		panic string // the ObservePanic key expected, if any
+	}{
+		{"ok", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), 200, ""},
+		{"bad", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(400) }), 400, ""},
+		{"raw-panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), 500, ""},
+		{"admission-panic", webhook.Admission(func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			panic("boom")
+		}), 200, "panic /admission-panic conversion=false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &countingMetrics{}
+			srv, err := webhook.NewServer(webhook.ServerOptions{Addr: "127.0.0.1:0", CertDir: t.TempDir(), Metrics: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := "/" + tt.name
+			srv.Register(path, tt.h)
+			body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","object":{}}}`
+			req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			func() {
+				defer func() { _ = recover() }() // the raw handler's panic goes on to net/http
+				srv.Handler().ServeHTTP(httptest.NewRecorder(), req)
+			}()
+			want := map[string]int{"register " + path: 1, "start " + path: 1, fmt.Sprintf("%s %d", path, tt.code): 1}
+			if tt.panic != "" {
+				want[tt.panic] = 1
+			}
+			if got := m.snapshot(); !maps.Equal(got, want) {
+				t.Errorf("metrics calls %v, want %v", got, want)
+			}
+		})
 	}
 }

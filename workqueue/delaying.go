@@ -60,6 +60,9 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 	if q.shutting {
 		return
 	}
+	if q.metrics != nil {
+		q.metrics.retried()
+	}
 	dl := &q.delay
 	w, ok := dl.byItem[item]
 	if ok {

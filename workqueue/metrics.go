@@ -46,7 +46,9 @@ type Metrics struct {
 	// LongestRunningProcessor is set to how long the oldest processing
 	// item has been processing.
 	LongestRunningProcessor Gauge
-	// Retries counts AddRateLimited calls.
+	// Retries counts the items added with a delay: AddAfter (and so
+	// AddRateLimited) calls with a positive duration on a queue that is not
+	// shutting down.
 	Retries Counter
 }
 

@@ -1,18 +1,15 @@
 package workqueue
 
 // AddRateLimited adds item after the delay that the queue's
-// [RateLimiter] returns for it, and counts a retry in the metrics. Call
+// [RateLimiter] returns for it (a positive delay counts a retry in the
+// metrics, as every delayed add does). Call
 // it when processing item failed. After ShutDown it does nothing and
 // does not consult the limiter.
 func (q *Queue[T]) AddRateLimited(item T) {
 	if q.ShuttingDown() {
 		return
 	}
-	d := q.limiter.When(item)
-	if q.metrics != nil {
-		q.metrics.retried()
-	}
-	q.AddAfter(item, d)
+	q.AddAfter(item, q.limiter.When(item))
 }
 
 // Forget tells the queue's rate limiter that item succeeded, so that its

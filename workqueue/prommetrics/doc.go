@@ -8,9 +8,11 @@
 //
 // # Metrics
 //
-// Every metric has a "name" label holding the queue's name. The names
-// match those of client-go and controller-runtime, so existing dashboards
-// keep working: workqueue_depth, workqueue_adds_total,
+// Every metric has a "name" label holding the queue's name; with
+// Options.ControllerLabels, also the "controller" (and, on
+// workqueue_depth, "priority") labels of controller-runtime's controller
+// queues. The names and histogram buckets match controller-runtime's, so
+// existing dashboards keep working: workqueue_depth, workqueue_adds_total,
 // workqueue_queue_duration_seconds, workqueue_work_duration_seconds,
 // workqueue_unfinished_work_seconds,
 // workqueue_longest_running_processor_seconds and workqueue_retries_total.

@@ -3,6 +3,7 @@ package prommetrics
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,6 +18,12 @@ type Options struct {
 	// Namespace prefixes every metric name, as in
 	// "<Namespace>_workqueue_depth". Default "": no prefix.
 	Namespace string
+	// ControllerLabels gives the metrics the labels of controller-runtime's
+	// controller queues: "controller" on every metric, with the queue's
+	// name as value (a controller's queue is named after it), and
+	// "priority" on workqueue_depth, always empty (Loom's queues have no
+	// priorities). Default false: the "name" label only, as in client-go.
+	ControllerLabels bool
 }
 
 // Provider is a [workqueue.MetricsProvider] backed by Prometheus vectors
@@ -27,12 +34,24 @@ type Provider struct {
 	depth, unfinished, longest *prometheus.GaugeVec
 	adds, retries              *prometheus.CounterVec
 	latency, workDuration      *prometheus.HistogramVec
+	controller                 bool // ControllerLabels
 }
 
 var _ workqueue.MetricsProvider = (*Provider)(nil)
 
-// buckets are exponential from 10µs to about 100s, like client-go's.
-var buckets = prometheus.ExponentialBuckets(10e-6, 10, 8)
+// buckets are controller-runtime's: powers of ten from 10ns to 1000s.
+var buckets = prometheus.ExponentialBuckets(10e-9, 10, 12)
+
+// histogram returns the options of a duration histogram, with the
+// native-histogram settings controller-runtime uses.
+func histogram(ns, name, help string) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{
+		Namespace: ns, Subsystem: "workqueue", Name: name, Help: help, Buckets: buckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  100,
+		NativeHistogramMinResetDuration: time.Hour,
+	}
+}
 
 // New creates the metric vectors and registers them. If a vector of the
 // same name and shape is already registered (by another Provider on the
@@ -44,13 +63,17 @@ func New(opts Options) (*Provider, error) {
 		reg = prometheus.DefaultRegisterer
 	}
 	ns := opts.Namespace
-	label := []string{"name"}
-	p := &Provider{}
+	label, depthLabel := []string{"name"}, []string{"name"}
+	if opts.ControllerLabels {
+		label = []string{"name", "controller"}
+		depthLabel = []string{"name", "controller", "priority"}
+	}
+	p := &Provider{controller: opts.ControllerLabels}
 	var err error
 	if p.depth, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: ns, Subsystem: "workqueue", Name: "depth",
 		Help: "Current number of ready items in the workqueue.",
-	}, label)); err != nil {
+	}, depthLabel)); err != nil {
 		return nil, err
 	}
 	if p.adds, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,16 +82,12 @@ func New(opts Options) (*Provider, error) {
 	}, label)); err != nil {
 		return nil, err
 	}
-	if p.latency, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: ns, Subsystem: "workqueue", Name: "queue_duration_seconds",
-		Help: "How long in seconds an item stays ready in the workqueue before being handed out.", Buckets: buckets,
-	}, label)); err != nil {
+	if p.latency, err = register(reg, prometheus.NewHistogramVec(histogram(ns, "queue_duration_seconds",
+		"How long in seconds an item stays ready in the workqueue before being handed out."), label)); err != nil {
 		return nil, err
 	}
-	if p.workDuration, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: ns, Subsystem: "workqueue", Name: "work_duration_seconds",
-		Help: "How long in seconds processing an item from the workqueue takes.", Buckets: buckets,
-	}, label)); err != nil {
+	if p.workDuration, err = register(reg, prometheus.NewHistogramVec(histogram(ns, "work_duration_seconds",
+		"How long in seconds processing an item from the workqueue takes."), label)); err != nil {
 		return nil, err
 	}
 	if p.unfinished, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -85,7 +104,7 @@ func New(opts Options) (*Provider, error) {
 	}
 	if p.retries, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: ns, Subsystem: "workqueue", Name: "retries_total",
-		Help: "Total number of rate-limited retries handled by the workqueue.",
+		Help: "Total number of items added to the workqueue with a positive delay (rate-limited retries and delayed adds).",
 	}, label)); err != nil {
 		return nil, err
 	}
@@ -111,13 +130,17 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 
 // QueueMetrics returns the series of the queue named name.
 func (p *Provider) QueueMetrics(name string) workqueue.Metrics {
+	lv, depth := []string{name}, []string{name}
+	if p.controller {
+		lv, depth = []string{name, name}, []string{name, name, ""}
+	}
 	return workqueue.Metrics{
-		Depth:                   p.depth.WithLabelValues(name),
-		Adds:                    p.adds.WithLabelValues(name),
-		QueueLatency:            p.latency.WithLabelValues(name),
-		WorkDuration:            p.workDuration.WithLabelValues(name),
-		UnfinishedWork:          p.unfinished.WithLabelValues(name),
-		LongestRunningProcessor: p.longest.WithLabelValues(name),
-		Retries:                 p.retries.WithLabelValues(name),
+		Depth:                   p.depth.WithLabelValues(depth...),
+		Adds:                    p.adds.WithLabelValues(lv...),
+		QueueLatency:            p.latency.WithLabelValues(lv...),
+		WorkDuration:            p.workDuration.WithLabelValues(lv...),
+		UnfinishedWork:          p.unfinished.WithLabelValues(lv...),
+		LongestRunningProcessor: p.longest.WithLabelValues(lv...),
+		Retries:                 p.retries.WithLabelValues(lv...),
 	}
 }

@@ -2,7 +2,10 @@ package prommetrics_test
 
 import (
 	"errors"
+	"math"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -111,5 +114,134 @@ func TestNewReportsConflicts(t *testing.T) {
 	var are prometheus.AlreadyRegisteredError
 	if errors.As(err, &are) {
 		t.Fatalf("conflict reported as AlreadyRegistered: %v", err)
+	}
+}
+
+// TestControllerLabels: with ControllerLabels, every series has the
+// controller label (the queue's name) and depth an empty priority label;
+// without, only the name label.
+func TestControllerLabels(t *testing.T) {
+	tests := []struct {
+		controllerLabels bool
+		want             map[string][]string // metric -> label names
+	}{
+		{false, map[string][]string{
+			"workqueue_depth":      {"name"},
+			"workqueue_adds_total": {"name"},
+		}},
+		{true, map[string][]string{
+			"workqueue_depth":                  {"controller", "name", "priority"},
+			"workqueue_adds_total":             {"controller", "name"},
+			"workqueue_queue_duration_seconds": {"controller", "name"},
+			"workqueue_retries_total":          {"controller", "name"},
+		}},
+	}
+	for _, tt := range tests {
+		reg := prometheus.NewRegistry()
+		p, err := prommetrics.New(prommetrics.Options{Registerer: reg, ControllerLabels: tt.controllerLabels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := workqueue.New(workqueue.Options[string]{Name: "widgets", Metrics: p})
+		q.Add("a")
+		item, _ := q.Get()
+		q.Done(item)
+		q.AddAfter("b", time.Hour)
+		q.ShutDown()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			want, ok := tt.want[mf.GetName()]
+			if !ok {
+				continue
+			}
+			delete(tt.want, mf.GetName())
+			m := mf.GetMetric()[0]
+			var got []string
+			for _, l := range m.GetLabel() {
+				got = append(got, l.GetName())
+				if v := l.GetValue(); (l.GetName() == "priority" && v != "") || (l.GetName() != "priority" && v != "widgets") {
+					t.Errorf("ControllerLabels %v: %s label %s = %q", tt.controllerLabels, mf.GetName(), l.GetName(), v)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("ControllerLabels %v: %s labels %v, want %v", tt.controllerLabels, mf.GetName(), got, want)
+			}
+		}
+		for name := range tt.want {
+			t.Errorf("ControllerLabels %v: %s missing", tt.controllerLabels, name)
+		}
+	}
+}
+
+// TestRetriesCountDelayedAdds: retries_total counts every add with a
+// positive delay (AddAfter, and AddRateLimited through it), not immediate
+// adds, nor adds after ShutDown.
+func TestRetriesCountDelayedAdds(t *testing.T) {
+	tests := []struct {
+		name string
+		add  func(q *workqueue.Queue[string])
+		want float64
+	}{
+		{"Add", func(q *workqueue.Queue[string]) { q.Add("a") }, 0},
+		{"AddAfter 0", func(q *workqueue.Queue[string]) { q.AddAfter("a", 0) }, 0},
+		{"AddAfter 1h", func(q *workqueue.Queue[string]) { q.AddAfter("a", time.Hour) }, 1},
+		{"AddRateLimited", func(q *workqueue.Queue[string]) { q.AddRateLimited("a") }, 1},
+		{"AddAfter after ShutDown", func(q *workqueue.Queue[string]) { q.ShutDown(); q.AddAfter("a", time.Hour) }, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			p, err := prommetrics.New(prommetrics.Options{Registerer: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := workqueue.New(workqueue.Options[string]{Name: "q", Metrics: p})
+			defer q.ShutDown()
+			tt.add(q)
+			if got, _ := value(t, reg, "workqueue_retries_total", "q"); got != tt.want {
+				t.Errorf("retries = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBuckets: the duration histograms have controller-runtime's bounds,
+// powers of ten from 10ns to 1000s.
+func TestBuckets(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, err := prommetrics.New(prommetrics.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.QueueMetrics("q").QueueLatency.Observe(1)
+	p.QueueMetrics("q").WorkDuration.Observe(1)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, mf := range mfs {
+		if mf.GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
+		seen++
+		var got []float64
+		for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+			got = append(got, b.GetUpperBound())
+		}
+		if len(got) != 12 {
+			t.Fatalf("%s: %d buckets %v, want 12", mf.GetName(), len(got), got)
+		}
+		for i, b := range got {
+			if want := math.Pow(10, float64(i-8)); math.Abs(b-want) > 1e-9*want {
+				t.Errorf("%s bucket %d = %v, want %v", mf.GetName(), i, b, want)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d histograms, want 2", seen)
 	}
 }
