@@ -47,6 +47,8 @@ TEST_MODULES := .:30m bench:20m examples/custom-apiserver:10m tools/helmcheck:10
 ## checked by tools/each-module_test.sh).
 test: assets vet check-generate
 	@bash tools/each-module_test.sh
+	@# bench/metrics reads kubebuilder's Grafana dashboards from the module cache.
+	@cd bench && $(GO) mod download sigs.k8s.io/kubebuilder/v4@v4.16.0
 	@bash tools/each-module.sh "$(TEST_MODULES)" $(GO) test -race -count=1 ./...
 
 ## demo: the At operator on a local cluster (examples/at/demo.sh): brings up
