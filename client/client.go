@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 // Client reads and writes one resource on the API server. Every call is a
@@ -183,6 +184,28 @@ func (c *Client[T]) body(obj T, res Resource) T {
 	return cp
 }
 
+// stamp returns obj with the trace of ctx's span in tracing.Annotation, when
+// the rest.Client was made with tracing.Options.Annotate and ctx holds a
+// sampled span; otherwise obj itself. obj is never changed: a stamped
+// object is a copy.
+func (c *Client[T]) stamp(ctx context.Context, obj T) T {
+	if c.rc == nil || !c.rc.Tracing().Annotate {
+		return obj
+	}
+	v := tracing.AnnotationValue(ctx)
+	if v == "" || obj.GetAnnotations()[tracing.Annotation] == v {
+		return obj
+	}
+	var cp T
+	if u, ok := any(obj).(*unstructured.Unstructured); ok {
+		cp = any(u.DeepCopy()).(T)
+	} else {
+		cp = c.shallow(obj)
+	}
+	tracing.WithAnnotation(ctx, cp)
+	return cp
+}
+
 // Get returns the named object.
 func (c *Client[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
 	var zero T
@@ -257,7 +280,7 @@ func (c *Client[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions
 		return zero, err
 	}
 	out := c.newObj()
-	if err := c.req(c.rc.Post(), res, ns, asObject).Options(&opts).Body(c.body(obj, res)).Do(ctx, out); err != nil {
+	if err := c.req(c.rc.Post(), res, ns, asObject).Options(&opts).Body(c.body(c.stamp(ctx, obj), res)).Do(ctx, out); err != nil {
 		return zero, err
 	}
 	return out, nil
@@ -289,6 +312,8 @@ func (c *Client[T]) update(ctx context.Context, obj T, opts metav1.UpdateOptions
 	r := c.req(c.rc.Put(), res, ns, asObject).Name(obj.GetName())
 	if sub != "" {
 		r = r.SubResource(sub)
+	} else {
+		obj = c.stamp(ctx, obj)
 	}
 	out := c.newObj()
 	if err := r.Options(&opts).Body(c.body(obj, res)).Do(ctx, out); err != nil {
@@ -357,6 +382,9 @@ func (c *Client[T]) apply(ctx context.Context, obj T, opts ApplyOptions, sub ...
 	res, ns, err := c.objectNamespace(ctx, "apply", obj)
 	if err != nil {
 		return zero, err
+	}
+	if len(sub) == 0 {
+		obj = c.stamp(ctx, obj)
 	}
 	data, err := json.Marshal(c.body(obj, res))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/tracing"
 	"github.com/loom-k8s/loom/workqueue"
 )
 
@@ -47,8 +48,13 @@ type Options struct {
 	// Logger receives a line per failed reconcile (an error; an info line
 	// for a 409 Conflict, which is routine), and one per reconcile at debug
 	// level, with the controller, the key and a reconcile ID. Nil means
-	// discard.
+	// discard. The lines of a reconcile are logged with its context, so a
+	// handler from tracing.LogHandler adds its trace and span IDs.
 	Logger *slog.Logger
+	// Tracing, when its Provider is set, makes a span per watch event that
+	// queues keys and a span per reconcile (see package tracing). The
+	// zero value is off.
+	Tracing tracing.Options
 }
 
 // Metrics observes reconciles; the manager's Prometheus registry
@@ -106,6 +112,7 @@ type Controller[T client.Object] struct {
 	mu      sync.Mutex
 	synced  []cache.Syncer // the sources' handler registrations
 	preds   []Predicate    // filter the primary objects' changes
+	tracer  *tracer        // nil when tracing is off
 	err     error          // a construction error, returned by Start
 	started bool
 	ids     atomic.Uint64
@@ -130,6 +137,9 @@ func New[E any, T interface {
 	}
 	if opts.Logger == nil {
 		opts.Logger = def.Logger
+	}
+	if opts.Tracing.Provider == nil {
+		opts.Tracing = def.Tracing
 	}
 	c := newController(opts, reconcile, typeName[E]())
 	f := mgr.Factory()
@@ -178,7 +188,8 @@ func newController[T client.Object](opts Options, reconcile ReconcileFunc[T], de
 	}
 	return &Controller[T]{
 		name: opts.Name, reconcile: reconcile, opts: opts, log: log.With("controller", opts.Name),
-		queue: workqueue.New(workqueue.Options[Request]{Name: opts.Name, RateLimiter: opts.RateLimiter, Metrics: opts.QueueMetrics}),
+		queue:  workqueue.New(workqueue.Options[Request]{Name: opts.Name, RateLimiter: opts.RateLimiter, Metrics: opts.QueueMetrics}),
+		tracer: newTracer(opts.Tracing, opts.Name),
 	}
 }
 
@@ -279,9 +290,11 @@ func (c *Controller[T]) next(ctx context.Context) bool {
 	}
 	id := strconv.FormatUint(c.ids.Add(1), 36)
 	log := c.log.With("key", req.String(), "reconcileID", id)
+	rctx, span := c.tracer.start(ctx, req, id)
 	start := time.Now()
-	res, timedOut, err := c.call(ctx, req, log)
+	res, timedOut, err := c.call(rctx, req, log)
 	outcome := "success"
+	requeued := true
 	switch {
 	case err != nil && errors.Is(err, errPanic):
 		outcome = "panic"
@@ -289,6 +302,7 @@ func (c *Controller[T]) next(ctx context.Context) bool {
 	case err != nil && IsTerminal(err):
 		outcome = "terminal_error"
 		c.queue.Forget(req)
+		requeued = false
 	case err != nil:
 		outcome = "error"
 		c.queue.AddRateLimited(req)
@@ -298,18 +312,20 @@ func (c *Controller[T]) next(ctx context.Context) bool {
 		c.queue.AddAfter(req, res.RequeueAfter)
 	default:
 		c.queue.Forget(req)
+		requeued = false
 	}
 	d := time.Since(start)
 	switch {
 	case err != nil && ctx.Err() == nil && apierrors.IsConflict(err):
 		// Normal under optimistic concurrency (the cache was behind a
 		// write): the retry reads fresh state. Not worth an error line.
-		log.Info("reconcile hit a conflict; retrying", "err", err, "duration", d)
+		log.InfoContext(rctx, "reconcile hit a conflict; retrying", "err", err, "duration", d)
 	case err != nil && ctx.Err() == nil:
-		log.Error("reconcile failed", "err", err, "outcome", outcome, "duration", d)
+		log.ErrorContext(rctx, "reconcile failed", "err", err, "outcome", outcome, "duration", d)
 	default:
-		log.Debug("reconciled", "outcome", outcome, "duration", d, "requeueAfter", res.RequeueAfter)
+		log.DebugContext(rctx, "reconciled", "outcome", outcome, "duration", d, "requeueAfter", res.RequeueAfter)
 	}
+	c.tracer.end(span, req, outcome, res, err, requeued)
 	if c.opts.Metrics != nil {
 		c.opts.Metrics.ObserveReconcile(c.name, outcome, timedOut, d)
 	}
@@ -340,7 +356,7 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			log.Error("reconciler panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			log.ErrorContext(ctx, "reconciler panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			err = fmt.Errorf("%w: %v", errPanic, p)
 		}
 	}()

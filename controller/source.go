@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/cache"
@@ -100,19 +101,24 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 		defer c.mu.Unlock()
 		return c.preds
 	}
-	enqueue := func(obj client.Object) {
-		for _, r := range mapFn(obj) {
-			c.Enqueue(r)
-		}
-	}
 	h := cache.HandlerFuncs[client.Object]{
-		Add: func(obj client.Object, _ bool) {
+		Add: func(obj client.Object, initial bool) {
 			for _, p := range filters() {
 				if p.Create != nil && !p.Create(obj) {
 					return
 				}
 			}
-			enqueue(obj)
+			keys := mapFn(obj)
+			var remote trace.SpanContext
+			if !initial {
+				// A stamp in the initial list belongs to a change made
+				// before this controller started.
+				remote = c.tracer.stamped(obj, nil)
+			}
+			c.tracer.event("watch add", obj, remote, keys)
+			for _, r := range keys {
+				c.Enqueue(r)
+			}
 		},
 		Update: func(old, new client.Object) {
 			for _, p := range filters() {
@@ -122,14 +128,15 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 			}
 			// An update can move an object away from a key (a changed owner
 			// or label): reconcile the old key too, if it differs.
-			keys := mapFn(new)
-			for _, r := range keys {
-				c.Enqueue(r)
-			}
+			keys := slices.Clip(mapFn(new)) // appending must not write into mapFn's array
 			for _, r := range mapFn(old) {
 				if !slices.Contains(keys, r) {
-					c.Enqueue(r)
+					keys = append(keys, r)
 				}
+			}
+			c.tracer.event("watch update", new, c.tracer.stamped(new, old), keys)
+			for _, r := range keys {
+				c.Enqueue(r)
 			}
 		},
 		Delete: func(obj client.Object, _ bool) {
@@ -138,7 +145,12 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 					return
 				}
 			}
-			enqueue(obj)
+			// A delete carries no new stamp: the object's is from its last write.
+			keys := mapFn(obj)
+			c.tracer.event("watch delete", obj, trace.SpanContext{}, keys)
+			for _, r := range keys {
+				c.Enqueue(r)
+			}
 		},
 	}
 	reg, err := src.AddObjectHandler(h, cache.HandlerOptions{Inline: inline})

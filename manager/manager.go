@@ -28,6 +28,7 @@ import (
 	"github.com/loom-k8s/loom/events"
 	"github.com/loom-k8s/loom/leaderelection"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/tracing"
 	"github.com/loom-k8s/loom/webhook"
 )
 
@@ -115,8 +116,14 @@ type Options struct {
 	// EventsController names the reporting controller of the manager's
 	// event recorder, such as "example.com/widgets". Default "loom".
 	EventsController string
-	// Logger is given to every part. Nil means discard.
+	// Logger is given to every part. Nil means discard. With tracing on,
+	// its handler is wrapped with tracing.LogHandler, so lines logged with
+	// a traced context carry trace_id and span_id.
 	Logger *slog.Logger
+	// Tracing turns on OpenTelemetry tracing for the manager's client,
+	// controllers and webhook server (see package tracing). Default: off,
+	// which costs a nil check per hook.
+	Tracing tracing.Options
 }
 
 // Manager runs runnables: controllers, webhook servers, and anything
@@ -159,6 +166,8 @@ func New(opts Options) (*Manager, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	} else if opts.Tracing.Enabled() {
+		log = slog.New(tracing.LogHandler(log.Handler()))
 	}
 	var cfg config.Config
 	if opts.Config != nil {
@@ -178,7 +187,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.JSON {
 		ct = rest.JSON
 	}
-	rc, err := rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log, Transport: opts.Transport})
+	rc, err := rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log, Transport: opts.Transport, Tracing: opts.Tracing})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
@@ -232,7 +241,7 @@ func (m *Manager) WebhookMetrics() webhook.Metrics { return m.metrics }
 // metrics and logger; adjust Workers and the rest before passing them to
 // controller.New.
 func (m *Manager) ControllerOptions() controller.Options {
-	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log}
+	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log, Tracing: m.opts.Tracing}
 }
 
 // Registry returns the manager's Prometheus registry, for a program's

@@ -74,7 +74,7 @@ func (m *Manager) Webhooks(opts WebhookOptions) (*webhook.Server, error) {
 		}
 		opts.CertDir = filepath.Join(os.TempDir(), label+"-webhook-certs")
 	}
-	srv, err := webhook.NewServer(webhook.ServerOptions{Addr: opts.Addr, CertDir: opts.CertDir, Metrics: m.metrics, Logger: m.log})
+	srv, err := webhook.NewServer(webhook.ServerOptions{Addr: opts.Addr, CertDir: opts.CertDir, Metrics: m.metrics, Logger: m.log, Tracing: m.opts.Tracing})
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 // Options configure [New]. The zero value is valid: JSON, no observer, a
@@ -39,6 +42,11 @@ type Options struct {
 	// Exec configures exec credential plugins: whether they may use the
 	// user's terminal. The zero value offers none.
 	Exec ExecOptions
+	// Tracing, when its Provider is set, makes a client span per attempt
+	// and sends its traceparent header; with Annotate, the typed clients
+	// built on this Client stamp the objects they write (see package
+	// tracing). The zero value is off.
+	Tracing tracing.Options
 
 	clock clock.Clock // tests only; nil means the real clock
 }
@@ -59,6 +67,8 @@ type Client struct {
 	timeout     time.Duration
 	auth        *authTransport
 	namespace   string
+	tracer      trace.Tracer // nil when tracing is off
+	tracing     tracing.Options
 }
 
 // DefaultUserAgent returns what is sent when Config.UserAgent is empty:
@@ -108,6 +118,8 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 		clock:       clock.OrReal(opts.clock),
 		timeout:     cfg.Timeout,
 		namespace:   cfg.Namespace,
+		tracer:      opts.Tracing.Tracer(),
+		tracing:     opts.Tracing,
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -161,6 +173,9 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 // Namespace returns the default namespace of the Config the Client was
 // built from.
 func (c *Client) Namespace() string { return c.namespace }
+
+// Tracing returns the tracing options the Client was made with.
+func (c *Client) Tracing() tracing.Options { return c.tracing }
 
 // ContentType returns the wire format the Client asks for.
 func (c *Client) ContentType() ContentType { return c.contentType }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/conversion/queryparams"
 )
 
@@ -334,6 +335,10 @@ func (r *Request) send(ctx context.Context, accept string) (*http.Response, erro
 		if req.Header.Get("Accept") == "" {
 			req.Header.Set("Accept", accept)
 		}
+		var span trace.Span
+		if c.tracer != nil {
+			span = r.startSpan(ctx, req, u, attempt)
+		}
 		start := c.clock.Now()
 		resp, err := c.hc.Do(req)
 		latency := c.clock.Now().Sub(start)
@@ -352,6 +357,9 @@ func (r *Request) send(ctx context.Context, accept string) (*http.Response, erro
 		code := 0
 		if resp != nil {
 			code = resp.StatusCode
+		}
+		if span != nil {
+			endSpan(span, code, err)
 		}
 		if c.observer != nil {
 			c.observer.ObserveRequest(ctx, RequestInfo{

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,7 @@ func Admission(f AdmissionFunc) http.Handler {
 		}
 		resp := call(r.Context(), f, review.Request)
 		resp.UID = review.Request.UID
+		traceAdmission(trace.SpanFromContext(r.Context()), review.Request, resp)
 		out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
 		w.Header().Set("Content-Type", "application/json")
 		if err := json.NewEncoder(w).Encode(&out); err != nil {

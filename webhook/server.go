@@ -17,6 +17,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 // Metrics observes webhook requests. The manager's Prometheus registry
@@ -81,6 +82,10 @@ type ServerOptions struct {
 	Metrics Metrics
 	// Logger receives reloads and failed requests. Nil means discard.
 	Logger *slog.Logger
+	// Tracing, when its Provider is set, makes a server span per request
+	// that continues the traceparent kube-apiserver sends (see package
+	// tracing). The zero value is off.
+	Tracing tracing.Options
 
 	clock clock.Clock // tests fake time through export_test.go; nil means the real clock
 }
@@ -160,7 +165,7 @@ func (s *Server) Register(path string, h http.Handler) {
 	if s.opts.Metrics != nil {
 		s.opts.Metrics.RegisterWebhook(path)
 	}
-	s.mux.Handle("POST "+path, s.observe(path, h))
+	s.mux.Handle("POST "+path, s.observe(path, s.traced(path, h)))
 }
 
 // Listen binds the listening socket now, so that Addr is known before

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/tracing"
+)
+
+// maxLinks bounds the links a reconcile span carries: the events folded
+// into it beyond the latest, and the reconcile that requeued its key.
+const maxLinks = 32
+
+// tracer makes a controller's spans. A nil *tracer is off: every method
+// is then a no-op, so the controller calls them unconditionally.
+type tracer struct {
+	t        trace.Tracer
+	annotate bool
+	name     string
+
+	mu      sync.Mutex
+	pending map[Request]*pendingTrace // keys queued since their last reconcile
+}
+
+// pendingTrace is what the next reconcile of a key descends from.
+type pendingTrace struct {
+	parent trace.SpanContext // the latest event that queued the key
+	links  []trace.Link      // earlier events, and a requeuing reconcile
+}
+
+func newTracer(opts tracing.Options, name string) *tracer {
+	t := opts.Tracer()
+	if t == nil {
+		return nil
+	}
+	return &tracer{t: t, annotate: opts.Annotate, name: name, pending: map[Request]*pendingTrace{}}
+}
+
+// event records the span of a watch event that queues keys. remote is the
+// trace the event continues (from a fresh tracing.Annotation stamp), or
+// invalid for a new trace.
+func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, keys []Request) {
+	if t == nil || len(keys) == 0 {
+		return
+	}
+	ctx := context.Background()
+	opts := make([]trace.SpanStartOption, 0, 3)
+	if remote.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, remote)
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("loom.controller", t.name),
+		attribute.String("k8s.namespace.name", obj.GetNamespace()),
+		attribute.String("k8s.object.name", obj.GetName()),
+		attribute.String("k8s.resource_version", obj.GetResourceVersion()),
+	))
+	_, span := t.t.Start(ctx, op, opts...)
+	sc := span.SpanContext()
+	span.End()
+	t.mu.Lock()
+	for _, k := range keys {
+		p := t.pending[k]
+		if p == nil {
+			t.pending[k] = &pendingTrace{parent: sc}
+			continue
+		}
+		if p.parent.IsValid() && len(p.links) < maxLinks {
+			p.links = append(p.links, trace.Link{SpanContext: p.parent, Attributes: foldedAttrs})
+		}
+		p.parent = sc
+	}
+	t.mu.Unlock()
+}
+
+var (
+	foldedAttrs  = []attribute.KeyValue{attribute.String("loom.link", "folded_event")}
+	requeueAttrs = []attribute.KeyValue{attribute.String("loom.link", "requeued_by")}
+)
+
+// stamped returns the trace an event continues: obj's stamp, when the
+// controller follows stamps and the stamp is new with this event (old is
+// the object before an update, nil for an add).
+func (t *tracer) stamped(obj, old client.Object) trace.SpanContext {
+	if t == nil || !t.annotate {
+		return trace.SpanContext{}
+	}
+	v := obj.GetAnnotations()[tracing.Annotation]
+	if v == "" || old != nil && old.GetAnnotations()[tracing.Annotation] == v {
+		return trace.SpanContext{}
+	}
+	sc, _ := tracing.Remote(v)
+	return sc
+}
+
+// start starts the span of a reconcile of req: a child of the latest event
+// that queued it, linked to the others and to a requeuing reconcile.
+func (t *tracer) start(ctx context.Context, req Request, id string) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, nil
+	}
+	t.mu.Lock()
+	p := t.pending[req]
+	delete(t.pending, req)
+	t.mu.Unlock()
+	opts := make([]trace.SpanStartOption, 0, 3)
+	if p != nil && p.parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, p.parent)
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	if p != nil && len(p.links) > 0 {
+		opts = append(opts, trace.WithLinks(p.links...))
+	}
+	opts = append(opts, trace.WithAttributes(
+		attribute.String("loom.controller", t.name),
+		attribute.String("loom.key", req.String()),
+		attribute.String("loom.reconcile_id", id),
+	))
+	return t.t.Start(ctx, "reconcile "+t.name, opts...)
+}
+
+// end ends a reconcile's span with its outcome. requeued says the key is
+// queued again without a change (an error or RequeueAfter): the next
+// reconcile links back to this one.
+func (t *tracer) end(span trace.Span, req Request, outcome string, res Result, err error, requeued bool) {
+	if t == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{attribute.String("loom.result", outcome)}
+	if res.RequeueAfter > 0 {
+		attrs = append(attrs, attribute.String("loom.requeue_after", res.RequeueAfter.String()))
+	}
+	span.SetAttributes(attrs...)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	if requeued {
+		link := trace.Link{SpanContext: span.SpanContext(), Attributes: requeueAttrs}
+		t.mu.Lock()
+		if p := t.pending[req]; p == nil {
+			t.pending[req] = &pendingTrace{links: []trace.Link{link}}
+		} else if len(p.links) < maxLinks {
+			p.links = append(p.links, link)
+		}
+		t.mu.Unlock()
+	}
+	span.End()
+}
