@@ -13,6 +13,33 @@ import (
 // certificate, the only one allowed to assert request headers.
 const frontProxyClientName = "front-proxy-client"
 
+// tracingConfigFile is kube-apiserver's tracing configuration in the state
+// folder, written when Options.Tracing is on.
+const tracingConfigFile = "tracing-config.yaml"
+
+// startTracing starts the trace collector that kube-apiserver exports to,
+// and writes kube-apiserver's tracing configuration. A sampling rate of 0
+// per million makes kube-apiserver sample only requests whose traceparent
+// is sampled, so that tests see only the traces they started.
+func (e *Env) startTracing() error {
+	c, err := NewTraceCollector()
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.Traces = c
+	e.mu.Unlock()
+	cfg := fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: TracingConfiguration
+endpoint: %s
+samplingRatePerMillion: 0
+`, c.Endpoint())
+	if err := os.WriteFile(e.path(tracingConfigFile), []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("testenv: write tracing configuration: %w", err)
+	}
+	return nil
+}
+
 // startAPIServer starts kube-apiserver on a free port, writes the admin
 // kubeconfig and waits for /readyz.
 func (e *Env) startAPIServer(ctx context.Context, bin string) error {
@@ -64,6 +91,9 @@ func (e *Env) startAPIServer(ctx context.Context, bin string) error {
 		// accounts, and the ServiceAccount admission plugin would refuse
 		// every Pod.
 		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	if e.opts.Tracing {
+		args = append(args, "--tracing-config-file="+e.path(tracingConfigFile))
 	}
 	args = append(args, e.opts.APIServerArgs...)
 	p, err := e.addProc("kube-apiserver", bin, args)

@@ -54,4 +54,27 @@
 // loopback addresses), and WaitAPIServiceAvailable waits until
 // kube-apiserver has reached it. ServingCert issues the server a
 // certificate for LocalAPIServiceHost, the name kube-apiserver checks.
+//
+// # Tracing
+//
+// With Options.Tracing, Start runs a TraceCollector in the test process
+// and points kube-apiserver's OpenTelemetry exporter at it (OTLP over gRPC,
+// without TLS); Env.Traces holds the spans kube-apiserver sends, converted
+// to plain Span values, under the service name "apiserver". Its WaitFor
+// waits until the spans meet a condition.
+//
+// kube-apiserver runs with a sampling rate of 0 per million: it records a
+// request only when the request carries a W3C traceparent header whose
+// sampled flag is set, and then its spans continue that trace, so a test
+// sees only the traces it started. kube-apiserver continues an incoming
+// trace only for privileged callers, users in the group system:masters
+// (such as the admin) or system:monitoring; for anyone else it starts a
+// new, unsampled trace and records nothing.
+//
+// kube-apiserver sends its spans in batches, every 5 seconds: wait for
+// them with WaitFor and a generous deadline rather than reading them at
+// once.
+//
+// NewTraceCollector runs a collector on its own, without a control plane,
+// for a program's own exporters.
 package testenv

@@ -63,6 +63,12 @@ type Options struct {
 	// StartTimeout bounds each wait for a server to become ready. Zero means
 	// 90 seconds.
 	StartTimeout time.Duration
+
+	// Tracing makes kube-apiserver export its spans to Env.Traces, a
+	// TraceCollector that Start runs in this process. Default off.
+	// kube-apiserver records a request only when the request carries a
+	// sampled W3C traceparent header (see the package documentation).
+	Tracing bool
 }
 
 // Env is a running control plane. Its exported fields are set by Start and
@@ -101,6 +107,9 @@ type Env struct {
 	EtcdURL string
 	// Dir is the state folder.
 	Dir string
+	// Traces receives kube-apiserver's spans when Options.Tracing is on; it
+	// is nil otherwise. It stays readable after Stop.
+	Traces *TraceCollector
 
 	opts      Options
 	log       *slog.Logger
@@ -190,6 +199,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := e.startEtcd(ctx, bins["etcd"]); err != nil {
 		return nil, err
 	}
+	if opts.Tracing {
+		if err := e.startTracing(); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.startAPIServer(ctx, bins["kube-apiserver"]); err != nil {
 		return nil, err
 	}
@@ -258,8 +272,8 @@ func (e *Env) Processes() map[string]int {
 	return m
 }
 
-// Stop stops every server, newest first, and removes the temporary state
-// folder. It is safe to call more than once.
+// Stop stops every server, newest first, then the trace collector, and
+// removes the temporary state folder. It is safe to call more than once.
 func (e *Env) Stop() error {
 	e.mu.Lock()
 	if e.stopped {
@@ -269,6 +283,7 @@ func (e *Env) Stop() error {
 	e.stopped = true
 	procs := append([]*proc(nil), e.procs...)
 	proxies := e.proxies
+	traces := e.Traces
 	e.mu.Unlock()
 	for _, p := range proxies {
 		_ = p.Close()
@@ -276,12 +291,16 @@ func (e *Env) Stop() error {
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].stop(e.grace)
 	}
+	var errs []error
+	if traces != nil {
+		errs = append(errs, traces.Close())
+	}
 	if e.removeDir {
 		if err := os.RemoveAll(e.Dir); err != nil {
-			return fmt.Errorf("testenv: remove state folder: %w", err)
+			errs = append(errs, fmt.Errorf("testenv: remove state folder: %w", err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // addProc records and starts a server process.
