@@ -8,6 +8,7 @@
 //
 //	foo [--kubeconfig F] [--context C] [--watch-namespace NS] [--install-crds]
 //	    [--leader-elect] [--health-addr :8081] [--metrics-addr :8080] [-v]
+//	    [--trace-endpoint HOST:PORT [--trace-annotations]]
 //
 // Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
 // it uses the in-cluster service account, as in the Deployment under
@@ -30,8 +31,10 @@ import (
 	"github.com/loom-k8s/loom/crd"
 	fooconfig "github.com/loom-k8s/loom/examples/foo/config"
 	"github.com/loom-k8s/loom/examples/foo/operator"
+	"github.com/loom-k8s/loom/examples/internal/otlp"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 func main() {
@@ -55,6 +58,8 @@ func run(ctx context.Context, args []string, errOut io.Writer) error {
 	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
 	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
 	verbose := fs.Bool("v", false, "log every reconcile")
+	traceTo := fs.String("trace-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC (plain) to this collector, such as localhost:4317")
+	annotate := fs.Bool("trace-annotations", false, "with --trace-endpoint: stamp the Deployments a reconcile writes with its trace (annotation loom.dev/traceparent), so the next controller can continue it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +77,14 @@ func run(ctx context.Context, args []string, errOut io.Writer) error {
 		}
 	}
 	opts := operator.Options{Namespace: *ns, HealthAddr: *health, MetricsAddr: *metrics, Logger: log}
+	if *traceTo != "" {
+		tp, err := otlp.Provider(ctx, *traceTo, "foo-operator")
+		if err != nil {
+			return err
+		}
+		defer otlp.Shutdown(tp)
+		opts.Tracing = tracing.Options{Provider: tp, Annotate: *annotate}
+	}
 	if *elect {
 		opts.LeaderElection = manager.LeaderElection{Enabled: true, Namespace: "foo-system", Name: "foo-operator"}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/loom-k8s/loom/events"
 	"github.com/loom-k8s/loom/examples/foo/api/v1alpha1"
 	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 // The operator's permissions, from which controller-gen writes
@@ -42,6 +43,8 @@ type Options struct {
 	HealthAddr, MetricsAddr string
 	// Logger receives the manager's and controller's logs. Nil: discard.
 	Logger *slog.Logger
+	// Tracing is the manager's; default off.
+	Tracing tracing.Options
 }
 
 // Run runs the Foo operator until ctx ends (or leadership is lost).
@@ -54,6 +57,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		MetricsAddr:      opts.MetricsAddr,
 		EventsController: "samplecontroller.k8s.io/foo-operator",
 		Logger:           opts.Logger,
+		Tracing:          opts.Tracing,
 	})
 	if err != nil {
 		return err
