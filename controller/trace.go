@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -12,16 +13,22 @@ import (
 	"github.com/loom-k8s/loom/tracing"
 )
 
-// maxLinks bounds the links a reconcile span carries: the events folded
-// into it beyond the latest, and the reconcile that requeued its key.
-const maxLinks = 32
+// maxLinks bounds the links a reconcile span carries (the event spans
+// folded into it beyond the latest, and the reconcile that requeued its
+// key), and maxEvents the span events it carries for events without a
+// span of their own.
+const (
+	maxLinks  = 32
+	maxEvents = 32
+)
 
 // tracer makes a controller's spans. A nil *tracer is off: every method
 // is then a no-op, so the controller calls them unconditionally.
 type tracer struct {
-	t        trace.Tracer
-	annotate bool
-	name     string
+	t          trace.Tracer
+	annotate   bool
+	eventSpans bool
+	name       string
 
 	mu      sync.Mutex
 	pending map[Request]*pendingTrace // keys queued since their last reconcile
@@ -29,8 +36,17 @@ type tracer struct {
 
 // pendingTrace is what the next reconcile of a key descends from.
 type pendingTrace struct {
-	parent trace.SpanContext // the latest event that queued the key
-	links  []trace.Link      // earlier events, and a requeuing reconcile
+	parent trace.SpanContext // the latest event span that queued the key
+	links  []trace.Link      // earlier event spans, and a requeuing reconcile
+	events []pendingEvent    // events that queued the key without a span
+}
+
+// pendingEvent is a watch event recorded as a span event of the reconcile
+// it leads to, instead of a span of its own.
+type pendingEvent struct {
+	op           string
+	at           time.Time
+	ns, name, rv string
 }
 
 func newTracer(opts tracing.Options, name string) *tracer {
@@ -38,14 +54,32 @@ func newTracer(opts tracing.Options, name string) *tracer {
 	if t == nil {
 		return nil
 	}
-	return &tracer{t: t, annotate: opts.Annotate, name: name, pending: map[Request]*pendingTrace{}}
+	return &tracer{t: t, annotate: opts.Annotate, eventSpans: opts.EventSpans, name: name, pending: map[Request]*pendingTrace{}}
 }
 
-// event records the span of a watch event that queues keys. remote is the
-// trace the event continues (from a fresh tracing.Annotation stamp), or
-// invalid for a new trace.
+// event records a watch event that queues keys. remote is the trace the
+// event continues (from a fresh tracing.Annotation stamp), or invalid.
+// An event that continues a trace, or any event with
+// tracing.Options.EventSpans, gets a span of its own, which the reconcile
+// descends from; any other event becomes a span event of the reconcile.
 func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, keys []Request) {
 	if t == nil || len(keys) == 0 {
+		return
+	}
+	if !remote.IsValid() && !t.eventSpans {
+		ev := pendingEvent{op: op, at: time.Now(), ns: obj.GetNamespace(), name: obj.GetName(), rv: obj.GetResourceVersion()}
+		t.mu.Lock()
+		for _, k := range keys {
+			p := t.pending[k]
+			if p == nil {
+				p = &pendingTrace{}
+				t.pending[k] = p
+			}
+			if len(p.events) < maxEvents {
+				p.events = append(p.events, ev)
+			}
+		}
+		t.mu.Unlock()
 		return
 	}
 	ctx := context.Background()
@@ -100,7 +134,8 @@ func (t *tracer) stamped(obj, old client.Object) trace.SpanContext {
 }
 
 // start starts the span of a reconcile of req: a child of the latest event
-// that queued it, linked to the others and to a requeuing reconcile.
+// span that queued it (or a new trace), linked to the other event spans and
+// to a requeuing reconcile, with a span event per event without a span.
 func (t *tracer) start(ctx context.Context, req Request, id string) (context.Context, trace.Span) {
 	if t == nil {
 		return ctx, nil
@@ -123,7 +158,17 @@ func (t *tracer) start(ctx context.Context, req Request, id string) (context.Con
 		attribute.String("loom.key", req.String()),
 		attribute.String("loom.reconcile_id", id),
 	))
-	return t.t.Start(ctx, "reconcile "+t.name, opts...)
+	ctx, span := t.t.Start(ctx, "reconcile "+t.name, opts...)
+	if p != nil {
+		for _, ev := range p.events {
+			span.AddEvent(ev.op, trace.WithTimestamp(ev.at), trace.WithAttributes(
+				attribute.String("k8s.namespace.name", ev.ns),
+				attribute.String("k8s.object.name", ev.name),
+				attribute.String("k8s.resource_version", ev.rv),
+			))
+		}
+	}
+	return ctx, span
 }
 
 // end ends a reconcile's span with its outcome. requeued says the key is

@@ -82,6 +82,10 @@ func TestTracing(t *testing.T) {
 	controller.New(mgr, func(ctx context.Context, s *corev1.Secret) (controller.Result, error) {
 		return controller.Result{}, nil
 	}, controller.Options{Name: "secret"})
+	// The same ConfigMaps, with a span for every event.
+	controller.New(mgr, func(ctx context.Context, cm *corev1.ConfigMap) (controller.Result, error) {
+		return controller.Result{}, nil
+	}, controller.Options{Name: "cmspans", Tracing: tracing.Options{Provider: tp, Annotate: true, EventSpans: true}})
 	errc := make(chan error, 1)
 	go func() { errc <- mgr.Start(ctx) }()
 	defer func() {
@@ -110,22 +114,40 @@ func TestTracing(t *testing.T) {
 	}
 
 	t.Run("initial list starts new traces", func(t *testing.T) {
-		wait("the reconcile of the old ConfigMap", func(s []trace.ReadOnlySpan) bool {
-			return len(byKey(s, "reconcile cm", "default/old")) > 0
+		wait("the reconciles of the old ConfigMap", func(s []trace.ReadOnlySpan) bool {
+			return len(byKey(s, "reconcile cm", "default/old")) > 0 && len(byKey(s, "reconcile cmspans", "default/old")) > 0
 		})
 		spans := rec.Spans()
-		add := byKey(spans, "watch add", "old")
-		if len(add) == 0 {
-			t.Fatal("no watch add span for the initial list")
+		// Without event spans: the reconcile starts a trace, and carries
+		// the event as a span event.
+		r := byKey(spans, "reconcile cm", "default/old")[0]
+		if r.Parent().IsValid() || r.SpanContext().TraceID() == old.SpanContext().TraceID() {
+			t.Errorf("reconcile cm of old: parent %v, trace %v; want a new trace", r.Parent(), r.SpanContext().TraceID())
 		}
-		for _, a := range add {
-			if a.SpanContext().TraceID() == old.SpanContext().TraceID() || a.Parent().IsValid() {
-				t.Errorf("initial add of a stamped object continued its old trace (parent %v)", a.Parent())
+		if ev := r.Events(); len(ev) != 1 || ev[0].Name != "watch add" || ev[0].Time.After(r.StartTime()) {
+			t.Errorf("reconcile cm of old: events %v, want one watch add before the start", ev)
+		}
+		for _, a := range byKey(spans, "watch add", "old") {
+			if spantest.Attr(a, "loom.controller") == "cm" {
+				t.Errorf("controller cm made a span for an event without a stamp")
 			}
 		}
-		r := byKey(spans, "reconcile cm", "default/old")[0]
-		if r.Parent().SpanID() != add[0].SpanContext().SpanID() {
-			t.Errorf("reconcile's parent = %v, want the watch add span %v", r.Parent().SpanID(), add[0].SpanContext().SpanID())
+		// With event spans: the event's span is new too, and the reconcile's parent.
+		var add trace.ReadOnlySpan
+		for _, a := range byKey(spans, "watch add", "old") {
+			if spantest.Attr(a, "loom.controller") == "cmspans" {
+				add = a
+			}
+		}
+		if add == nil {
+			t.Fatal("no watch add span of controller cmspans")
+		}
+		if add.SpanContext().TraceID() == old.SpanContext().TraceID() || add.Parent().IsValid() {
+			t.Errorf("initial add of a stamped object continued its old trace (parent %v)", add.Parent())
+		}
+		rs := byKey(spans, "reconcile cmspans", "default/old")[0]
+		if rs.Parent().SpanID() != add.SpanContext().SpanID() {
+			t.Errorf("reconcile's parent = %v, want the watch add span %v", rs.Parent().SpanID(), add.SpanContext().SpanID())
 		}
 	})
 
@@ -161,7 +183,14 @@ func TestTracing(t *testing.T) {
 		if len(post) != 1 || post[0].Parent().SpanID() != root.SpanContext().SpanID() {
 			t.Fatalf("POST configmaps spans under the test span: %d", len(post))
 		}
-		cmAdd := one("watch add", "new")
+		cmAdd := one("watch add", "new") // the first: cm's and cmspans' events both continue the stamp
+		if c := spantest.Attr(cmAdd, "loom.controller"); c != "cm" {
+			for _, a := range byKey(spans, "watch add", "new") {
+				if spantest.Attr(a, "loom.controller") == "cm" {
+					cmAdd = a
+				}
+			}
+		}
 		cmRec := one("reconcile cm", "default/new")
 		secPost := spantest.Named(spans, "POST secrets")
 		secAdd := one("watch add", "new-secret")

@@ -9,7 +9,10 @@
 # Env: LOOM_BENCH_OBJECTS (10000), LOOM_BENCH_RATE (300 updates/s),
 #      LOOM_BENCH_DURATION (20s), LOOM_BENCH_OUT (raw lines file),
 #      LOOM_BENCH_FLAGS (extra run flags, such as -arrival or -owned),
-#      LOOM_BENCH_IMPLS (default: loom controller-runtime controller-runtime-nocopy).
+#      LOOM_BENCH_IMPLS (default: loom controller-runtime controller-runtime-nocopy;
+#        also loom-trace, loom-trace-noexport, and loom-base: Loom built
+#        from the commit LOOM_BENCH_BASE, to measure a change of Loom's own).
+# The summary compares the first implementation with each of the others.
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-3}
@@ -19,11 +22,19 @@ dur=${LOOM_BENCH_DURATION:-20s}
 tmp=$(mktemp -d)
 bin=$tmp/controller
 go build -o "$bin" .
+if [[ -n "${LOOM_BENCH_BASE:-}" ]]; then
+	# The same benchmark, with Loom as it was at LOOM_BENCH_BASE.
+	git worktree add -q --detach "$tmp/base" "$LOOM_BENCH_BASE"
+	(cd "$tmp/base/bench/controller" && go build -o "$tmp/controller-base" .)
+	git worktree remove --force "$tmp/base"
+fi
 coproc ENV { "$bin" -mode env -n "$n"; }
 envpid=$ENV_PID
 trap 'kill $envpid 2>/dev/null; wait $envpid 2>/dev/null; rm -rf "$tmp"' EXIT
 read -r line <&"${ENV[0]}"
 kubeconfig=${line#kubeconfig=}
+kubeconfig=${kubeconfig%% *}
+otlp=${line##*otlp=}
 out=${LOOM_BENCH_OUT:-$tmp/raw}
 : >"$out"
 read -r -a impls <<<"${LOOM_BENCH_IMPLS:-loom controller-runtime controller-runtime-nocopy}"
@@ -31,10 +42,16 @@ for r in $(seq "$rounds"); do
 	order=()
 	for i in "${!impls[@]}"; do order+=("${impls[(i + r - 1) % ${#impls[@]}]}"); done
 	for impl in "${order[@]}"; do
-		"$bin" -mode run -impl "$impl" -kubeconfig "$kubeconfig" -n "$n" -rate "$rate" -duration "$dur" ${LOOM_BENCH_FLAGS:-} 2>/dev/null | tee -a "$out"
+		if [[ $impl == loom-base ]]; then
+			"$tmp/controller-base" -mode run -impl loom -kubeconfig "$kubeconfig" -n "$n" -rate "$rate" -duration "$dur" ${LOOM_BENCH_FLAGS:-} 2>/dev/null |
+				sed 's/^impl=loom /impl=loom-base /' | tee -a "$out"
+		else
+			"$bin" -mode run -impl "$impl" -kubeconfig "$kubeconfig" -otlp "$otlp" -n "$n" -rate "$rate" -duration "$dur" ${LOOM_BENCH_FLAGS:-} 2>/dev/null | tee -a "$out"
+		fi
 	done
 done
-awk '
+awk -v impls="${impls[*]}" '
+BEGIN { ni = split(impls, im, " ") }
 {
 	delete kv
 	for (i = 1; i <= NF; i++) { split($i, p, "="); kv[p[1]] = p[2] }
@@ -51,12 +68,17 @@ function spread(s,   a, n, i, lo, hi) {
 	return lo "-" hi
 }
 END {
+	first = im[1]
 	for (m in metrics) {
-		l = vals["loom" SUBSEP m]; c = vals["controller-runtime" SUBSEP m]; u = vals["controller-runtime-nocopy" SUBSEP m]
-		if (l == "" || (c == "" && u == "")) continue
-		ml = median(l); line = sprintf("%-24s loom %9s (%s)", m, ml, spread(l))
-		if (c != "") { mc = median(c); line = line sprintf("  cr %9s (%s) loom/cr %s", mc, spread(c), (mc + 0 > 0 ? sprintf("%.3f", ml / mc) : "-")) }
-		if (u != "") { mu = median(u); line = line sprintf("  cr-nocopy %9s (%s) loom/cr-nocopy %s", mu, spread(u), (mu + 0 > 0 ? sprintf("%.3f", ml / mu) : "-")) }
+		l = vals[first SUBSEP m]
+		if (l == "") continue
+		ml = median(l); line = sprintf("%-24s %s %9s (%s)", m, first, ml, spread(l))
+		for (i = 2; i <= ni; i++) {
+			o = vals[im[i] SUBSEP m]
+			if (o == "") continue
+			mo = median(o)
+			line = line sprintf("  %s %9s (%s) %s/%s %s", im[i], mo, spread(o), first, im[i], (mo + 0 > 0 ? sprintf("%.3f", ml / mo) : "-"))
+		}
 		print line
 	}
 }' "$out" | sort

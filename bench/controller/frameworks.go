@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +34,7 @@ import (
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 // stampKey is the annotation the writer sets to the time it sent an update
@@ -156,13 +159,13 @@ type framework interface {
 
 // runLoom runs the reconciler behind Loom until ctx ends. ready is called
 // once the framework is built.
-func runLoom(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func(framework)) error {
+func runLoom(ctx context.Context, kubeconfig, ns string, topts tracing.Options, rec *recorder, ready func(framework)) error {
 	cfg, err := config.Load(config.LoadOptions{Path: kubeconfig})
 	if err != nil {
 		return err
 	}
 	// Loom's REST client has no client-side rate limit by default.
-	opts := manager.Options{Config: new(cfg), Namespace: ns, ShutdownTimeout: 5 * time.Second}
+	opts := manager.Options{Config: new(cfg), Namespace: ns, ShutdownTimeout: 5 * time.Second, Tracing: topts}
 	if rec.arrival {
 		opts.Transform = func(obj client.Object) (client.Object, error) {
 			rec.arrive(obj.GetNamespace()+"/"+obj.GetName(), obj.GetAnnotations())
@@ -306,7 +309,26 @@ func runCR(ctx context.Context, kubeconfig, ns string, nocopy bool, rec *recorde
 func run(ctx context.Context, impl, kubeconfig, ns string, rec *recorder, ready func(framework)) error {
 	switch impl {
 	case "loom":
-		return runLoom(ctx, kubeconfig, ns, rec, ready)
+		return runLoom(ctx, kubeconfig, ns, tracing.Options{}, rec, ready)
+	case "loom-trace", "loom-trace-events":
+		// Tracing on, every span sampled and sent over OTLP/gRPC to the
+		// collector the env process runs (its CPU is not this process's);
+		// -events also gives every watch event a span of its own.
+		if otlpEndpoint == "" {
+			return fmt.Errorf("-impl %s needs -otlp", impl)
+		}
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(otlpEndpoint), otlptracegrpc.WithInsecure())
+		if err != nil {
+			return err
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(exp))
+		defer tp.Shutdown(context.Background())
+		return runLoom(ctx, kubeconfig, ns, tracing.Options{Provider: tp, EventSpans: impl == "loom-trace-events"}, rec, ready)
+	case "loom-trace-noexport":
+		// Spans made and ended, but sent nowhere: the cost of making them.
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		defer tp.Shutdown(context.Background())
+		return runLoom(ctx, kubeconfig, ns, tracing.Options{Provider: tp}, rec, ready)
 	case "controller-runtime":
 		return runCR(ctx, kubeconfig, ns, false, rec, ready)
 	case "controller-runtime-nocopy":

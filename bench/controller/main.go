@@ -5,9 +5,9 @@
 //
 // Modes:
 //
-//	-mode env    start a control plane (testenv), create -n ConfigMaps in
-//	             namespace bench, print "kubeconfig=PATH", run until stdin
-//	             closes.
+//	-mode env    start a control plane (testenv) and an OTLP trace
+//	             collector, create -n ConfigMaps in namespace bench, print
+//	             "kubeconfig=PATH otlp=HOST:PORT", run until stdin closes.
 //	-mode run    -impl loom|controller-runtime -kubeconfig PATH: start the
 //	             framework, wait until every object has been reconciled once
 //	             (cache synced, initial reconciles done), then start a writer
@@ -55,7 +55,8 @@ import (
 const namespace = "bench"
 
 var (
-	cpuProfile string
+	cpuProfile   string
+	otlpEndpoint string
 	arrival    bool
 	owned      bool
 )
@@ -64,7 +65,8 @@ func main() {
 	// controller-runtime registers -kubeconfig on flag.CommandLine: use our own set.
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	mode := fs.String("mode", "run", "env, run or write")
-	impl := fs.String("impl", "loom", "loom, controller-runtime or controller-runtime-nocopy (its cache's UnsafeDisableDeepCopy on)")
+	impl := fs.String("impl", "loom", "loom, loom-trace (tracing on, spans sent to -otlp), loom-trace-events (the same with tracing.Options.EventSpans), loom-trace-noexport (spans made, sent nowhere), controller-runtime or controller-runtime-nocopy (its cache's UnsafeDisableDeepCopy on)")
+	fs.StringVar(&otlpEndpoint, "otlp", "", "OTLP/gRPC collector for -impl loom-trace (run mode); env mode prints one")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
 	n := fs.Int("n", 10000, "objects")
 	rate := fs.Int("rate", 300, "updates per second")
@@ -114,6 +116,13 @@ func envMode(ctx context.Context, n int) error {
 		return err
 	}
 	defer env.Stop()
+	// A trace collector for -impl loom-trace, in this process so that
+	// receiving spans costs the measured process nothing.
+	traces, err := testenv.NewTraceCollector()
+	if err != nil {
+		return err
+	}
+	defer traces.Close()
 	cs, err := clientset(env.KubeconfigPath)
 	if err != nil {
 		return err
@@ -123,7 +132,7 @@ func envMode(ctx context.Context, n int) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "created %d configmaps in %v\n", n, time.Since(start).Round(time.Millisecond))
-	fmt.Printf("kubeconfig=%s\n", env.KubeconfigPath)
+	fmt.Printf("kubeconfig=%s otlp=%s\n", env.KubeconfigPath, traces.Endpoint())
 	done := make(chan struct{})
 	go func() { bufio.NewReader(os.Stdin).ReadString(0); close(done) }()
 	select {
