@@ -13,14 +13,10 @@ import (
 	"github.com/loom-k8s/loom/tracing"
 )
 
-// maxLinks bounds the links a reconcile span carries (the event spans
+// maxLinks bounds the links a reconcile span carries: the event spans
 // folded into it beyond the latest, and the reconcile that requeued its
-// key), and maxEvents the span events it carries for events without a
-// span of their own.
-const (
-	maxLinks  = 32
-	maxEvents = 32
-)
+// key.
+const maxLinks = 32
 
 // tracer makes a controller's spans. A nil *tracer is off: every method
 // is then a no-op, so the controller calls them unconditionally.
@@ -38,15 +34,20 @@ type tracer struct {
 type pendingTrace struct {
 	parent trace.SpanContext // the latest event span that queued the key
 	links  []trace.Link      // earlier event spans, and a requeuing reconcile
-	events []pendingEvent    // events that queued the key without a span
+	// The events that queued the key, with or without spans: how many,
+	// the latest one's operation, and when the first came.
+	events int
+	op     string
+	first  time.Time
 }
 
-// pendingEvent is a watch event recorded as a span event of the reconcile
-// it leads to, instead of a span of its own.
-type pendingEvent struct {
-	op           string
-	at           time.Time
-	ns, name, rv string
+// note counts an event that queued the key.
+func (p *pendingTrace) note(op string, at time.Time) {
+	if p.events == 0 {
+		p.first = at
+	}
+	p.events++
+	p.op = op
 }
 
 func newTracer(opts tracing.Options, name string) *tracer {
@@ -66,8 +67,8 @@ func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, k
 	if t == nil || len(keys) == 0 {
 		return
 	}
+	now := time.Now()
 	if !remote.IsValid() && !t.eventSpans {
-		ev := pendingEvent{op: op, at: time.Now(), ns: obj.GetNamespace(), name: obj.GetName(), rv: obj.GetResourceVersion()}
 		t.mu.Lock()
 		for _, k := range keys {
 			p := t.pending[k]
@@ -75,9 +76,7 @@ func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, k
 				p = &pendingTrace{}
 				t.pending[k] = p
 			}
-			if len(p.events) < maxEvents {
-				p.events = append(p.events, ev)
-			}
+			p.note(op, now)
 		}
 		t.mu.Unlock()
 		return
@@ -102,13 +101,14 @@ func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, k
 	for _, k := range keys {
 		p := t.pending[k]
 		if p == nil {
-			t.pending[k] = &pendingTrace{parent: sc}
-			continue
+			p = &pendingTrace{}
+			t.pending[k] = p
 		}
 		if p.parent.IsValid() && len(p.links) < maxLinks {
 			p.links = append(p.links, trace.Link{SpanContext: p.parent, Attributes: foldedAttrs})
 		}
 		p.parent = sc
+		p.note(op, now)
 	}
 	t.mu.Unlock()
 }
@@ -135,40 +135,40 @@ func (t *tracer) stamped(obj, old client.Object) trace.SpanContext {
 
 // start starts the span of a reconcile of req: a child of the latest event
 // span that queued it (or a new trace), linked to the other event spans and
-// to a requeuing reconcile, with a span event per event without a span.
-func (t *tracer) start(ctx context.Context, req Request, id string) (context.Context, trace.Span) {
+// to a requeuing reconcile, with what queued it as attributes.
+func (t *tracer) start(ctx context.Context, req Request) (context.Context, trace.Span) {
 	if t == nil {
 		return ctx, nil
 	}
+	now := time.Now()
 	t.mu.Lock()
 	p := t.pending[req]
 	delete(t.pending, req)
 	t.mu.Unlock()
 	opts := make([]trace.SpanStartOption, 0, 3)
-	if p != nil && p.parent.IsValid() {
-		ctx = trace.ContextWithSpanContext(ctx, p.parent)
+	attrs := make([]attribute.KeyValue, 2, 5)
+	attrs[0] = attribute.String("loom.controller", t.name)
+	attrs[1] = attribute.String("loom.key", req.String())
+	if p != nil {
+		if p.parent.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, p.parent)
+		} else {
+			opts = append(opts, trace.WithNewRoot())
+		}
+		if len(p.links) > 0 {
+			opts = append(opts, trace.WithLinks(p.links...))
+		}
+		if p.events > 0 {
+			attrs = append(attrs, attribute.String("loom.event", p.op), attribute.Int64("loom.event.wait_us", now.Sub(p.first).Microseconds()))
+			if p.events > 1 {
+				attrs = append(attrs, attribute.Int("loom.event.count", p.events))
+			}
+		}
 	} else {
 		opts = append(opts, trace.WithNewRoot())
 	}
-	if p != nil && len(p.links) > 0 {
-		opts = append(opts, trace.WithLinks(p.links...))
-	}
-	opts = append(opts, trace.WithAttributes(
-		attribute.String("loom.controller", t.name),
-		attribute.String("loom.key", req.String()),
-		attribute.String("loom.reconcile_id", id),
-	))
-	ctx, span := t.t.Start(ctx, "reconcile "+t.name, opts...)
-	if p != nil {
-		for _, ev := range p.events {
-			span.AddEvent(ev.op, trace.WithTimestamp(ev.at), trace.WithAttributes(
-				attribute.String("k8s.namespace.name", ev.ns),
-				attribute.String("k8s.object.name", ev.name),
-				attribute.String("k8s.resource_version", ev.rv),
-			))
-		}
-	}
-	return ctx, span
+	opts = append(opts, trace.WithAttributes(attrs...))
+	return t.t.Start(ctx, "reconcile "+t.name, opts...)
 }
 
 // end ends a reconcile's span with its outcome. requeued says the key is

@@ -15,12 +15,14 @@
 //     resource ("GET pods", "PUT deployments/status"). The request carries a
 //     W3C traceparent header, so kube-apiserver's own spans (when its
 //     tracing is on) become children of it.
-//   - controller: a span per watch event that queues keys ("watch update",
-//     kind consumer), and a span per reconcile ("reconcile foo"), a child of
-//     the latest event that queued its key and linked to the others folded
-//     into the same reconcile and to the reconcile that asked for a retry.
-//     The reconcile's context carries its span, so its API requests are its
-//     children.
+//   - controller: a span per reconcile ("reconcile foo"). A watch event
+//     that continues a stamped trace (see below) gets a span of its own
+//     ("watch update", kind consumer), and the reconcile it leads to is its
+//     child; any other event is a timestamped span event of that reconcile,
+//     which then starts a trace ([Options].EventSpans gives every event a
+//     span). The reconcile is linked to the other event spans folded into
+//     it and to the reconcile that asked for a retry. Its context carries
+//     its span, so its API requests are its children.
 //   - webhook: a server span per request that continues the traceparent
 //     kube-apiserver sends when it calls an admission or conversion webhook.
 //
