@@ -62,7 +62,7 @@ func newTracer(opts tracing.Options, name string) *tracer {
 // event continues (from a fresh tracing.Annotation stamp), or invalid.
 // An event that continues a trace, or any event with
 // tracing.Options.EventSpans, gets a span of its own, which the reconcile
-// descends from; any other event becomes a span event of the reconcile.
+// descends from; any other event is counted for the reconcile's attributes.
 func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, keys []Request) {
 	if t == nil || len(keys) == 0 {
 		return

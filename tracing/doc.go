@@ -18,7 +18,7 @@
 //   - controller: a span per reconcile ("reconcile foo"). A watch event
 //     that continues a stamped trace (see below) gets a span of its own
 //     ("watch update", kind consumer), and the reconcile it leads to is its
-//     child; any other event is a timestamped span event of that reconcile,
+//     child; any other event is named in the attributes of that reconcile,
 //     which then starts a trace ([Options].EventSpans gives every event a
 //     span). The reconcile is linked to the other event spans folded into
 //     it and to the reconcile that asked for a retry. Its context carries

@@ -28,10 +28,10 @@ type Options struct {
 	Annotate bool
 	// EventSpans gives every watch event that queues a key a span of its
 	// own, and makes the reconcile its child. Default off: only an event
-	// that continues a stamped trace gets a span; any other event is a
-	// timestamped span event of the reconcile it leads to, which starts a
-	// new trace. A span per event roughly doubles the spans, and the cost,
-	// of tracing a controller.
+	// that continues a stamped trace gets a span; any other event is named
+	// in the attributes of the reconcile it leads to, which starts a new
+	// trace. A span per event roughly doubles the spans, and the cost, of
+	// tracing a controller.
 	EventSpans bool
 }
 

@@ -324,6 +324,18 @@ func run(ctx context.Context, impl, kubeconfig, ns string, rec *recorder, ready 
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(exp))
 		defer tp.Shutdown(context.Background())
 		return runLoom(ctx, kubeconfig, ns, tracing.Options{Provider: tp, EventSpans: impl == "loom-trace-events"}, rec, ready)
+	case "loom-trace-10pct":
+		// The same as loom-trace with one trace in ten sampled.
+		if otlpEndpoint == "" {
+			return fmt.Errorf("-impl %s needs -otlp", impl)
+		}
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(otlpEndpoint), otlptracegrpc.WithInsecure())
+		if err != nil {
+			return err
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.1))), sdktrace.WithBatcher(exp))
+		defer tp.Shutdown(context.Background())
+		return runLoom(ctx, kubeconfig, ns, tracing.Options{Provider: tp}, rec, ready)
 	case "loom-trace-noexport":
 		// Spans made and ended, but sent nowhere: the cost of making them.
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))

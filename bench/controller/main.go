@@ -65,7 +65,7 @@ func main() {
 	// controller-runtime registers -kubeconfig on flag.CommandLine: use our own set.
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	mode := fs.String("mode", "run", "env, run or write")
-	impl := fs.String("impl", "loom", "loom, loom-trace (tracing on, spans sent to -otlp), loom-trace-events (the same with tracing.Options.EventSpans), loom-trace-noexport (spans made, sent nowhere), controller-runtime or controller-runtime-nocopy (its cache's UnsafeDisableDeepCopy on)")
+	impl := fs.String("impl", "loom", "loom, loom-trace (tracing on, spans sent to -otlp), loom-trace-events (the same with tracing.Options.EventSpans), loom-trace-10pct (one trace in ten sampled), loom-trace-noexport (spans made, sent nowhere), controller-runtime or controller-runtime-nocopy (its cache's UnsafeDisableDeepCopy on)")
 	fs.StringVar(&otlpEndpoint, "otlp", "", "OTLP/gRPC collector for -impl loom-trace (run mode); env mode prints one")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path")
 	n := fs.Int("n", 10000, "objects")

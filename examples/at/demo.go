@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -19,7 +20,9 @@ import (
 	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/operator"
+	"github.com/loom-k8s/loom/examples/internal/otlp"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 // runDemo creates an At due after --in and prints each phase change until
@@ -37,6 +40,7 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 	command := fs.String("command", `echo "Kubernetes native rocks!"`, "the command the At runs")
 	name := fs.String("name", "hello", "the At's name (in the kubeconfig's namespace, or -n)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up when the At is not DONE after this long")
+	traceTo := fs.String("trace-endpoint", "", "trace the At's creation: send OpenTelemetry spans over OTLP/gRPC (plain) to this collector and stamp the At with the trace (run the operator with --trace-endpoint --trace-annotations to follow it there)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,7 +55,16 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 
-	rc, err := rest.New(cfg, rest.Options{})
+	var topts tracing.Options
+	if *traceTo != "" {
+		tp, err := otlp.Provider(ctx, *traceTo, "at-demo")
+		if err != nil {
+			return err
+		}
+		defer otlp.Shutdown(tp)
+		topts = tracing.Options{Provider: tp, Annotate: true}
+	}
+	rc, err := rest.New(cfg, rest.Options{Tracing: topts})
 	if err != nil {
 		return err
 	}
@@ -81,11 +94,22 @@ func runDemo(ctx context.Context, args []string, out, errOut io.Writer) error {
 		ObjectMeta: metav1.ObjectMeta{Name: *name},
 		Spec:       v1alpha1.AtSpec{Schedule: due.Format(time.RFC3339), Command: *command},
 	}
-	created, err := ats.Create(ctx, at, metav1.CreateOptions{})
+	cctx, span := ctx, trace.Span(nil)
+	if topts.Enabled() {
+		// One span for the creation; the At carries it to the operator.
+		cctx, span = topts.Tracer().Start(ctx, "at demo: create "+*name)
+	}
+	created, err := ats.Create(cctx, at, metav1.CreateOptions{})
+	if span != nil {
+		span.End()
+	}
 	if err != nil {
 		return err
 	}
 	say("created At %s/%s: schedule %s, command %q", cfg.Namespace, *name, at.Spec.Schedule, *command)
+	if span != nil {
+		say("trace %s", span.SpanContext().TraceID())
+	}
 
 	w, err := ats.Watch(ctx, metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", *name).String(),

@@ -35,8 +35,10 @@ import (
 	"github.com/loom-k8s/loom/discovery"
 	atconfig "github.com/loom-k8s/loom/examples/at/config"
 	"github.com/loom-k8s/loom/examples/at/operator"
+	"github.com/loom-k8s/loom/examples/internal/otlp"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/tracing"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	certDir := fs.String("cert-dir", "", "where the webhook certificates are kept (default $TMPDIR/at-webhook-certs)")
 	hookLocal := fs.Bool("webhook-local", false, "point the webhooks at https://<webhook-addr> instead of the Service, for an API server that reaches this process directly (local runs)")
 	verbose := fs.Bool("v", false, "log every reconcile")
+	traceTo := fs.String("trace-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC (plain) to this collector, such as localhost:4317")
+	annotate := fs.Bool("trace-annotations", false, "with --trace-endpoint: continue the trace stamped on an At by its writer (annotation loom.dev/traceparent), and stamp what a reconcile writes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,6 +92,14 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		}
 	}
 	opts := operator.Options{Namespace: *ns, HealthAddr: *health, MetricsAddr: *metrics, Logger: log}
+	if *traceTo != "" {
+		tp, err := otlp.Provider(ctx, *traceTo, "at-operator")
+		if err != nil {
+			return err
+		}
+		defer otlp.Shutdown(tp)
+		opts.Tracing = tracing.Options{Provider: tp, Annotate: *annotate}
+	}
 	if *hooks {
 		opts.Webhooks = &operator.WebhookOptions{Addr: *hookAddr, CertDir: *certDir, LocalURL: *hookLocal}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/tracing"
 )
 
 // The operator's permissions, from which controller-gen writes
@@ -60,6 +61,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the manager's and controller's logs. Nil: discard.
 	Logger *slog.Logger
+	// Tracing is the manager's; default off.
+	Tracing tracing.Options
 }
 
 // Scheme returns a Scheme with the At types of both versions. It is made
@@ -84,6 +87,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		MetricsAddr:      opts.MetricsAddr,
 		EventsController: "cnat.programming-kubernetes.info/at-operator",
 		Logger:           opts.Logger,
+		Tracing:          opts.Tracing,
 	})
 	if err != nil {
 		return err
