@@ -174,14 +174,21 @@ func (c *Client[T]) body(obj T, res Resource) T {
 	if obj.GetObjectKind().GroupVersionKind() == res.Kind {
 		return obj
 	}
-	var cp T
-	if u, ok := any(obj).(*unstructured.Unstructured); ok {
-		cp = any(u.DeepCopy()).(T)
-	} else {
-		cp = c.shallow(obj)
-	}
+	cp := c.copyOf(obj)
 	cp.GetObjectKind().SetGroupVersionKind(res.Kind)
 	return cp
+}
+
+// copyOf returns a copy of obj whose kind and metadata fields can be set
+// without changing obj: shallow for typed objects (their ObjectMeta is a
+// value; its maps are shared, so replace them, never write into them),
+// deep for unstructured ones, whose kind and metadata live in the same map
+// as their content.
+func (c *Client[T]) copyOf(obj T) T {
+	if u, ok := any(obj).(*unstructured.Unstructured); ok {
+		return any(u.DeepCopy()).(T)
+	}
+	return c.shallow(obj)
 }
 
 // stamp returns obj with the trace of ctx's span in tracing.Annotation, when
@@ -196,12 +203,7 @@ func (c *Client[T]) stamp(ctx context.Context, obj T) T {
 	if v == "" || obj.GetAnnotations()[tracing.Annotation] == v {
 		return obj
 	}
-	var cp T
-	if u, ok := any(obj).(*unstructured.Unstructured); ok {
-		cp = any(u.DeepCopy()).(T)
-	} else {
-		cp = c.shallow(obj)
-	}
+	cp := c.copyOf(obj)
 	tracing.WithAnnotation(ctx, cp)
 	return cp
 }

@@ -41,6 +41,17 @@ type pendingTrace struct {
 	first  time.Time
 }
 
+// pendingLocked returns what the next reconcile of k descends from, new
+// if need be. t.mu must be held.
+func (t *tracer) pendingLocked(k Request) *pendingTrace {
+	p := t.pending[k]
+	if p == nil {
+		p = &pendingTrace{}
+		t.pending[k] = p
+	}
+	return p
+}
+
 // note counts an event that queued the key.
 func (p *pendingTrace) note(op string, at time.Time) {
 	if p.events == 0 {
@@ -71,12 +82,7 @@ func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, k
 	if !remote.IsValid() && !t.eventSpans {
 		t.mu.Lock()
 		for _, k := range keys {
-			p := t.pending[k]
-			if p == nil {
-				p = &pendingTrace{}
-				t.pending[k] = p
-			}
-			p.note(op, now)
+			t.pendingLocked(k).note(op, now)
 		}
 		t.mu.Unlock()
 		return
@@ -99,11 +105,7 @@ func (t *tracer) event(op string, obj client.Object, remote trace.SpanContext, k
 	span.End()
 	t.mu.Lock()
 	for _, k := range keys {
-		p := t.pending[k]
-		if p == nil {
-			p = &pendingTrace{}
-			t.pending[k] = p
-		}
+		p := t.pendingLocked(k)
 		if p.parent.IsValid() && len(p.links) < maxLinks {
 			p.links = append(p.links, trace.Link{SpanContext: p.parent, Attributes: foldedAttrs})
 		}
@@ -190,9 +192,7 @@ func (t *tracer) end(span trace.Span, req Request, outcome string, res Result, e
 	if requeued {
 		link := trace.Link{SpanContext: span.SpanContext(), Attributes: requeueAttrs}
 		t.mu.Lock()
-		if p := t.pending[req]; p == nil {
-			t.pending[req] = &pendingTrace{links: []trace.Link{link}}
-		} else if len(p.links) < maxLinks {
+		if p := t.pendingLocked(req); len(p.links) < maxLinks {
 			p.links = append(p.links, link)
 		}
 		t.mu.Unlock()

@@ -153,10 +153,18 @@ func TestTracing(t *testing.T) {
 
 	t.Run("a change flows through two controllers as one trace", func(t *testing.T) {
 		rctx, root := tracer.Start(ctx, "test change")
-		if _, err := cms.Create(rctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{}); err != nil {
+		mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}}
+		stored, err := cms.Create(rctx, mine, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
 		root.End()
+		if mine.Annotations != nil {
+			t.Errorf("Create stamped the caller's object: %v", mine.Annotations)
+		}
+		if v, want := stored.Annotations[tracing.Annotation], traceparentOf(root.SpanContext()); v != want {
+			t.Errorf("stored stamp %q, want the caller's span %q", v, want)
+		}
 		tid := root.SpanContext().TraceID()
 		inTrace := func(s []trace.ReadOnlySpan) []trace.ReadOnlySpan {
 			var out []trace.ReadOnlySpan
