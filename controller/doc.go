@@ -57,4 +57,12 @@
 //   - status conditions: [SetStatusCondition], [SetObservedStatusCondition]
 //     and friends, over apimachinery's meta helpers;
 //   - optimistic concurrency: client.RetryOnConflict and Client.Mutate.
+//
+// # Tracing
+//
+// With Options.Tracing (the manager sets it from manager.Options.Tracing)
+// each reconcile is an OpenTelemetry span whose context the ReconcileFunc
+// gets, so its API requests are child spans. An event that continues a
+// trace stamped on the object by its writer gets a span of its own, and
+// the reconcile becomes its child; see package tracing.
 package controller

@@ -426,10 +426,19 @@ func TestSoakStaysFlat(t *testing.T) {
 		for w < len(samples)-2 && samples[w].step < min(60*batch, steps/2) {
 			w++
 		}
+		// The last sample, taken once the run has drained, must be within
+		// 10 %; samples in between within 25 %, since they also hold work
+		// waiting on the fake clock (conflict retries, events being
+		// aggregated), whose amount depends on scheduling. A leak grows
+		// with every batch, so it still shows in the last sample.
 		warm := samples[w]
-		for _, s := range samples[w+1:] {
-			if limit := max(warm.heap*11/10, warm.heap+256<<10); s.heap > limit {
-				t.Errorf("heap grew from %.1f MB after %d objects to %.1f MB after %d", float64(warm.heap)/1e6, warm.step, float64(s.heap)/1e6, s.step)
+		for i, s := range samples[w+1:] {
+			pct := uint64(125)
+			if w+1+i == len(samples)-1 {
+				pct = 110
+			}
+			if limit := max(warm.heap*pct/100, warm.heap+256<<10); s.heap > limit {
+				t.Errorf("heap grew from %.1f MB after %d objects to %.1f MB after %d (limit +%d %%)", float64(warm.heap)/1e6, warm.step, float64(s.heap)/1e6, s.step, pct-100)
 			}
 			if s.goroutines > warm.goroutines {
 				t.Errorf("goroutines grew from %d after %d objects to %d after %d", warm.goroutines, warm.step, s.goroutines, s.step)

@@ -118,4 +118,7 @@
 // retries). With a Logger at debug level each attempt is logged with its
 // headers; Authorization values are masked and bodies are never logged.
 // Tokens, passwords and keys never appear in log lines or error strings.
+// With Options.Tracing each attempt is an OpenTelemetry client span, a
+// child of the span in the request's context, and the request carries its
+// traceparent header (see package tracing).
 package rest

@@ -31,9 +31,10 @@ import (
 // kube-apiserver whose own tracing exports to testenv's collector, with a
 // Loom validating webhook on Deployments (another traced process in
 // spirit: its own service name). The reconcile that creates a Foo's
-// Deployment must be one trace: the reconcile span, its POST deployments
-// client span, kube-apiserver's spans as that span's children, and
-// kube-apiserver's call to the webhook with the webhook's server span.
+// Deployment must be one trace: the reconcile span (naming the watch event
+// that queued it), its POST deployments client span, kube-apiserver's
+// spans as that span's children, and kube-apiserver's call to the webhook
+// with the webhook's server span.
 //
 // The operator runs as the admin here: kube-apiserver continues a
 // caller's trace only for system:masters and system:monitoring (for
@@ -177,8 +178,10 @@ func checkFooTrace(trace []testenv.Span, post testenv.Span) string {
 	if rec.Attributes["loom.key"] != "default/traced" {
 		return "the reconcile span's key is " + rec.Attributes["loom.key"]
 	}
-	if ev, ok := byID[rec.ParentSpanID]; !ok || !strings.HasPrefix(ev.Name, "watch ") {
-		return "the reconcile's parent is not a watch event span"
+	// The Foo was created without a stamp: the watch event that queued
+	// it has no span, and the reconcile starts the trace, naming it.
+	if rec.ParentSpanID != "" || rec.Attributes["loom.event"] != "watch add" {
+		return "the reconcile is not a root span naming its watch add"
 	}
 	var server *testenv.Span
 	for i, s := range trace {
