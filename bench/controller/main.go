@@ -57,8 +57,8 @@ const namespace = "bench"
 var (
 	cpuProfile   string
 	otlpEndpoint string
-	arrival    bool
-	owned      bool
+	arrival      bool
+	owned        bool
 )
 
 func main() {
