@@ -29,12 +29,17 @@ import (
 )
 
 const (
-	candidateEnv    = "LOOM_FENCE_CANDIDATE"  // the candidate's identity
-	kubeconfigEnv   = "LOOM_FENCE_KUBECONFIG" // where the candidate connects
-	fenceLease      = "fence-test"
-	fenceLedger     = "fence-ledger"
-	ignoreCtxFor    = 10 * time.Second
-	candidateLease  = 1500 * time.Millisecond
+	candidateEnv  = "LOOM_FENCE_CANDIDATE"  // the candidate's identity
+	kubeconfigEnv = "LOOM_FENCE_KUBECONFIG" // where the candidate connects
+	fenceLease    = "fence-test"
+	fenceLedger   = "fence-ledger"
+	ignoreCtxFor  = 10 * time.Second
+	// The fence's margin is candidateLease - candidateRenew: a write that
+	// passed the fence's last check may still reach the server that much
+	// later without overlapping the next leader. 1 s once let one late
+	// write through on a loaded 2-core machine (a clean-clone CI run), so
+	// the margin is 2 s.
+	candidateLease  = 2500 * time.Millisecond
 	candidateRenew  = 500 * time.Millisecond
 	candidateRetry  = 100 * time.Millisecond
 	defaultFailover = 50
