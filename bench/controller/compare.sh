@@ -12,7 +12,9 @@
 #      LOOM_BENCH_IMPLS (default: loom controller-runtime controller-runtime-nocopy;
 #        also loom-trace, loom-trace-noexport, and loom-base: Loom built
 #        from the commit LOOM_BENCH_BASE, to measure a change of Loom's own).
-# The summary compares the first implementation with each of the others.
+# The summary compares the first implementation with each of the others:
+# the ratio of their medians, and the median of the ratios within each
+# round ("paired").
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-3}
@@ -55,7 +57,9 @@ BEGIN { ni = split(impls, im, " ") }
 {
 	delete kv
 	for (i = 1; i <= NF; i++) { split($i, p, "="); kv[p[1]] = p[2] }
-	for (k in kv) if (k != "impl" && k != "owned") { vals[kv["impl"] SUBSEP k] = vals[kv["impl"] SUBSEP k] " " kv[k]; metrics[k] = 1 }
+	r = int((NR - 1) / ni) + 1 # each round prints one line per implementation
+	for (k in kv) if (k != "impl" && k != "owned") { vals[kv["impl"] SUBSEP k] = vals[kv["impl"] SUBSEP k] " " kv[k]; metrics[k] = 1; byRound[kv["impl"] SUBSEP k SUBSEP r] = kv[k] }
+	if (r > nr) nr = r
 }
 function median(s,   a, n, i, j, t) {
 	n = split(s, a, " ")
@@ -78,6 +82,14 @@ END {
 			if (o == "") continue
 			mo = median(o)
 			line = line sprintf("  %s %9s (%s) %s/%s %s", im[i], mo, spread(o), first, im[i], (mo + 0 > 0 ? sprintf("%.3f", ml / mo) : "-"))
+			# The same ratio taken within each round, then the median: the
+			# two runs of a round are minutes apart, so drift cancels.
+			pr = ""
+			for (r = 1; r <= nr; r++) {
+				a = byRound[first SUBSEP m SUBSEP r]; b = byRound[im[i] SUBSEP m SUBSEP r]
+				if (a != "" && b + 0 > 0) pr = pr " " (a / b)
+			}
+			if (pr != "") line = line sprintf(" paired %.3f (%s)", median(pr), spread(pr))
 		}
 		print line
 	}
