@@ -88,6 +88,10 @@ type FactoryOptions struct {
 	// StripManagedFields[client.Object]. It must return an object of the
 	// type it was given. Default nil: none.
 	Transform func(client.Object) (client.Object, error)
+	// Sharing and DropManagedFields are every informer's (see
+	// [InformerOptions]). Default ShareAuto and false.
+	Sharing           Sharing
+	DropManagedFields bool
 }
 
 // Factory makes informers and shares them: every [InformerFor] call for
@@ -249,12 +253,14 @@ func InformerFor[E any, T interface {
 		}
 	}
 	inf := NewInformer(ListWatch(c, lwo), InformerOptions[T]{
-		Name:            name.String(),
-		Logger:          f.log,
-		ResyncPeriod:    f.opts.Resync,
-		Reflector:       f.opts.Reflector,
-		DetectMutations: f.opts.DetectMutations,
-		Transform:       transform,
+		Name:              name.String(),
+		Logger:            f.log,
+		ResyncPeriod:      f.opts.Resync,
+		Reflector:         f.opts.Reflector,
+		DetectMutations:   f.opts.DetectMutations,
+		Transform:         transform,
+		Sharing:           f.opts.Sharing,
+		DropManagedFields: f.opts.DropManagedFields,
 	})
 	e := &factoryEntry{inf: inf}
 	f.informers[key] = e

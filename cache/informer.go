@@ -14,6 +14,7 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // Informer errors. They usually arrive wrapped; test with errors.Is.
@@ -51,11 +52,25 @@ type InformerOptions[T client.Object] struct {
 	// is what the cache holds. It runs on the reflector's goroutine, one
 	// object at a time. The object it is given is fresh from the decoder
 	// and owned by the informer alone, so it may change it in place and
-	// return it (as [StripManagedFields] does). It must keep the name,
+	// return it (as [StripManagedFields] does); with Sharing set to
+	// ShareAll it may set the object's fields but not write into the
+	// slices, maps and pointers it holds, which other objects share. It must keep the name,
 	// namespace and resourceVersion. An error is treated as a broken
 	// informer: it stops, and Start returns the error. Default nil:
 	// objects are stored as decoded.
 	Transform func(T) (T, error)
+	// Sharing says which identical parts of decoded objects the cache
+	// holds once (see [Sharing]). Default ShareAuto: everything without a
+	// Transform, managed-fields blobs only with one. Shared parts make
+	// the rule below (never change a cached object) stricter: a change
+	// to one object's container changes every object sharing it.
+	Sharing Sharing
+	// DropManagedFields leaves metadata.managedFields out while decoding,
+	// which is cheaper than removing them with a Transform such as
+	// [StripManagedFields] (it also keeps ShareAuto at ShareAll). It
+	// applies where Sharing does (protobuf, Loom's rest client).
+	// Default false.
+	DropManagedFields bool
 	// ResyncPeriod is the resync period of handlers whose
 	// [HandlerOptions].ResyncPeriod is zero. Default 0: no resync.
 	ResyncPeriod time.Duration
@@ -114,6 +129,7 @@ type Informer[T client.Object] struct {
 	log       *slog.Logger
 	clock     clock.Clock
 	transform func(T) (T, error)
+	decode    protodec.Options // how the reflector's responses are decoded
 	resync    time.Duration
 	store     *Store[T]
 	fifo      *DeltaFIFO[T]
@@ -180,6 +196,7 @@ func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) 
 		store:          NewStore(StoreOptions[T]{Indexers: opts.Indexers}),
 		mutationPeriod: opts.MutationCheckPeriod,
 		onMutation:     opts.OnMutation,
+		decode:         decodeOptions(opts.Sharing, opts.Transform != nil, opts.DropManagedFields),
 	}
 	if opts.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
 		i.mutations = &mutationDetector[T]{copies: map[string]T{}}
@@ -298,7 +315,7 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var reflErr error
 	wg.Go(func() {
-		if reflErr = i.refl.Run(ctx); reflErr != nil {
+		if reflErr = i.refl.Run(protodec.WithOptions(ctx, i.decode)); reflErr != nil {
 			cancel()
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -344,6 +345,60 @@ func TestInformersAgainstAServer(t *testing.T) {
 			t.Fatalf("error names %q, want %q: %v", se.Informer, pods.Name(), err)
 		}
 		t.Logf("WaitForCacheSync: %v", err)
+	})
+
+	t.Run("identical parts are shared, and a write to a shared part is caught", func(t *testing.T) {
+		kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "sharing")
+		kubectlIn(t, env.KubeconfigPath, configMaps("sharing", []string{"a", "b", "c"}, "same"), "apply", "-f", "-")
+		live, err := client.For[corev1.ConfigMap](rc, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			sharing cache.Sharing
+			shared  bool
+		}{{cache.ShareAuto, true}, {cache.ShareOff, false}} {
+			var mu sync.Mutex
+			var reported []error
+			inf := cache.NewInformer(cache.ListWatch(live.Namespace("sharing"), cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{
+				Sharing: tc.sharing, DetectMutations: true, MutationCheckPeriod: time.Hour,
+				OnMutation: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() },
+			})
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- inf.Start(ctx) }()
+			stop := func() { cancel(); <-done }
+			defer stop()
+			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+				t.Fatal(err)
+			}
+			get := func(name string) *corev1.ConfigMap {
+				cm, ok := inf.Lister().Namespace("sharing").Get(name)
+				if !ok {
+					t.Fatalf("%s not cached", name)
+				}
+				return cm
+			}
+			// a and c have the same data and labels (parity even).
+			a, c := get("a"), get("c")
+			shared := reflect.ValueOf(a.Data).UnsafePointer() == reflect.ValueOf(c.Data).UnsafePointer() &&
+				reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(c.Labels).UnsafePointer()
+			if shared != tc.shared {
+				t.Fatalf("sharing %d: data and labels shared: %t, want %t", tc.sharing, shared, tc.shared)
+			}
+			a.Data["v"] = "changed in place" // forbidden: the cache is read-only
+			var me *cache.MutationError
+			err := inf.CheckMutations()
+			want := []string{"sharing/a"}
+			if tc.shared {
+				// All three hold the same data, so the write reached
+				// b and c as well.
+				want = []string{"sharing/a", "sharing/b", "sharing/c"}
+			}
+			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
+				t.Fatalf("sharing %d: CheckMutations = %v, want a MutationError for %v", tc.sharing, err, want)
+			}
+		}
 	})
 
 	f.Shutdown()

@@ -117,14 +117,14 @@ func mediaType(contentType string) string {
 // decodeInto decodes a whole response body of the given media type into v.
 // Objects decoded from protobuf get their apiVersion and kind set from the
 // envelope, so that JSON and protobuf results are identical.
-func decodeInto(mt string, data []byte, v any) error {
+func decodeInto(mt string, data []byte, v any, o protodec.Options) error {
 	switch mt {
 	case MediaTypeProtobuf:
 		env, err := parseUnknown(data)
 		if err != nil {
 			return err
 		}
-		return decodeProtoObject(env, v)
+		return decodeProtoObject(env, v, o)
 	case MediaTypeJSON, "":
 		if len(data) == 0 {
 			return errors.New("empty response body")
@@ -135,7 +135,9 @@ func decodeInto(mt string, data []byte, v any) error {
 	}
 }
 
-func decodeProtoObject(env unknown, v any) error {
+// decodeProtoObject decodes a protobuf envelope's object into v; o are
+// the options of Loom's own decoder (sharing, for informers).
+func decodeProtoObject(env unknown, v any, o protodec.Options) error {
 	pm, ok := v.(protoUnmarshaler)
 	if !ok {
 		return fmt.Errorf("response is protobuf but %T has no protobuf form", v)
@@ -148,7 +150,7 @@ func decodeProtoObject(env unknown, v any) error {
 	}
 	var err error
 	if fastProtobuf(v) {
-		err = protodec.Unmarshal(env.raw, v)
+		err = protodec.UnmarshalWith(env.raw, v, o)
 	} else {
 		err = pm.Unmarshal(env.raw)
 	}

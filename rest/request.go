@@ -15,6 +15,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/conversion/queryparams"
+
+	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // Request is a request being built. Start one from a [Client] (Get, Post,
@@ -198,8 +200,11 @@ type Result struct {
 }
 
 // Into decodes the body into v according to its content type.
-func (res *Result) Into(v any) error {
-	if err := decodeInto(mediaType(res.ContentType), res.Body, v); err != nil {
+func (res *Result) Into(v any) error { return res.into(v, protodec.Options{}) }
+
+// into is Into with the decoder options an informer's context carries.
+func (res *Result) into(v any, o protodec.Options) error {
+	if err := decodeInto(mediaType(res.ContentType), res.Body, v, o); err != nil {
 		return fmt.Errorf("rest: decoding response into %T: %w", v, err)
 	}
 	return nil
@@ -218,7 +223,7 @@ func (r *Request) Do(ctx context.Context, v any) error {
 	if v == nil || len(res.Body) == 0 && res.StatusCode == http.StatusNoContent {
 		return nil
 	}
-	return res.Into(v)
+	return res.into(v, protodec.OptionsFrom(ctx))
 }
 
 // DoRaw sends the request and returns the whole response as the server

@@ -20,6 +20,7 @@ import (
 
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 func TestRequestURL(t *testing.T) {
@@ -133,7 +134,7 @@ func TestDoContentNegotiation(t *testing.T) {
 		t.Errorf("Content-Types = %q, want %q", ps.ctypes, wantCT)
 	}
 	var sent corev1.Pod
-	if err := decodeInto(MediaTypeProtobuf, ps.bodies[3], &sent); err != nil || sent.Name != "new" {
+	if err := decodeInto(MediaTypeProtobuf, ps.bodies[3], &sent, protodec.Options{}); err != nil || sent.Name != "new" {
 		t.Errorf("protobuf body decodes to %v, %v", sent.Name, err)
 	}
 }

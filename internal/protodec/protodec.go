@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,6 +27,8 @@ var (
 	unmarshalerType = reflect.TypeFor[unmarshaler]()
 	quantityType    = reflect.TypeFor[resource.Quantity]()
 	timeType        = reflect.TypeFor[metav1.Time]()
+	objectMetaType  = reflect.TypeFor[metav1.ObjectMeta]()
+	bytesType       = reflect.TypeFor[[]byte]()
 	microTimeType   = reflect.TypeFor[metav1.MicroTime]()
 )
 
@@ -59,6 +62,10 @@ type field struct {
 	val    kind // map value kind
 	valSub *plan
 	custom customKind
+
+	// How often sharing (Options.Share) found this field's value in the
+	// table; sharing stops for a field whose values are mostly unique.
+	tries, hits atomic.Int64
 }
 
 type customKind uint8
@@ -287,15 +294,21 @@ func Unmarshal(data []byte, v any) error {
 	return err
 }
 
+// UnmarshalWith is [Unmarshal] with options.
+func UnmarshalWith(data []byte, v any, o Options) error {
+	_, _, err := unmarshalStats(data, v, o)
+	return err
+}
+
 // unmarshal is Unmarshal that also reports how many string blocks it made.
 func unmarshal(data []byte, v any) (int, error) {
-	n, _, err := unmarshalStats(data, v)
+	n, _, err := unmarshalStats(data, v, Options{})
 	return n, err
 }
 
 // unmarshalStats is Unmarshal that also reports how many string blocks it
 // made and their total size.
-func unmarshalStats(data []byte, v any) (blocks, bytes int, _ error) {
+func unmarshalStats(data []byte, v any, o Options) (blocks, bytes int, _ error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return 0, 0, fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
@@ -304,7 +317,7 @@ func unmarshalStats(data []byte, v any) (blocks, bytes int, _ error) {
 	if p.failed != nil {
 		return 0, 0, p.failed
 	}
-	d := decoder{data: data, root: p}
+	d := decoder{data: data, root: p, opts: o}
 	err := d.message(p, data, rv.UnsafePointer())
 	return d.arenas, d.arenaBytes, err
 }
@@ -313,6 +326,7 @@ type decoder struct {
 	data  []byte
 	arena []byte // the current block strings are copied into
 	root  *plan
+	opts  Options
 
 	arenas     int // string blocks allocated (tests)
 	arenaBytes int // their total size (tests)
@@ -488,7 +502,20 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 			continue // unknown field
 		}
 		f := p.byNum[num]
+		if d.opts.SkipManagedFields && num == managedFieldsNum && p.typ == objectMetaType {
+			continue
+		}
 		fp := unsafe.Add(base, f.off)
+		if d.opts.Share != nil && wt == 2 {
+			n, err := d.shared(p, num, f, fp, data, start, len(start)-len(b))
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				b = start[n:]
+				continue
+			}
+		}
 		switch {
 		case f.isMap:
 			if wt != 2 {
@@ -536,6 +563,10 @@ func (d *decoder) value(p *plan, num uint64, f *field, ep unsafe.Pointer, wt, va
 	case kBytes:
 		if wt != 2 {
 			return wireErr(p, num, wt)
+		}
+		if d.opts.Share != nil && len(data) >= minShared {
+			*(*[]byte)(ep) = d.sharedBytes(f, data)
+			return nil
 		}
 		*(*[]byte)(ep) = append([]byte{}, data...)
 	case kBool:
@@ -651,7 +682,7 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt,
 		// Each element of a top-level repeated message (the Items of a
 		// list) gets string blocks of its own, so that keeping one item
 		// does not keep other items' strings alive.
-		sub := decoder{data: data, root: d.root}
+		sub := decoder{data: data, root: d.root, opts: d.opts}
 		err := sub.message(f.sub, data, ep)
 		d.arenas += sub.arenas
 		d.arenaBytes += sub.arenaBytes

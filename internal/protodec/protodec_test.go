@@ -110,7 +110,7 @@ func TestOnlyStringsAreKept(t *testing.T) {
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: &metav1.FieldsV1{Raw: big}}}
 	data, _ := pod.Marshal()
 	var got corev1.Pod
-	blocks, size, err := unmarshalStats(data, &got)
+	blocks, size, err := unmarshalStats(data, &got, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	"github.com/loom-k8s/loom/internal/apischeme"
+	"github.com/loom-k8s/loom/internal/intern"
 	"github.com/loom-k8s/loom/internal/protodec"
 )
 
@@ -58,6 +59,9 @@ func filler(seed int64) *randfill.Filler {
 	return f
 }
 
+// sharing is the informers' decoding: identical parts shared.
+var sharing = protodec.Options{Share: intern.New(), Structs: true}
+
 func TestDifferential(t *testing.T) {
 	for _, newObj := range differentialTypes {
 		typ := reflect.TypeOf(newObj()).Elem()
@@ -85,6 +89,17 @@ func TestDifferential(t *testing.T) {
 						t.Fatalf("iteration %d: semantically equal but not deeply equal (nil vs empty?)", i)
 					}
 					t.Fatalf("iteration %d: decoders differ\nwant %+v\n got %+v", i, want, got)
+				}
+				// Shared decoding, twice: the second decode takes
+				// the shared parts from the table.
+				for n := range 2 {
+					got := newObj()
+					if err := protodec.UnmarshalWith(data, got, sharing); err != nil {
+						t.Fatalf("iteration %d, shared decode %d: %v", i, n, err)
+					}
+					if !reflect.DeepEqual(want, got) {
+						t.Fatalf("iteration %d, shared decode %d: decoders differ\nwant %+v\n got %+v", i, n, want, got)
+					}
 				}
 			}
 		})
@@ -136,6 +151,15 @@ func TestDifferentialAllTypes(t *testing.T) {
 			}
 			if err := protodec.Unmarshal(data, got); err != nil {
 				t.Fatalf("%v iteration %d: %v", typ, i, err)
+			}
+			for n := range 2 {
+				shared := reflect.New(typ).Interface()
+				if err := protodec.UnmarshalWith(data, shared, sharing); err != nil {
+					t.Fatalf("%v iteration %d, shared decode %d: %v", typ, i, n, err)
+				}
+				if !reflect.DeepEqual(want, shared) {
+					t.Fatalf("%v iteration %d, shared decode %d: decoders differ", typ, i, n)
+				}
 			}
 			if !reflect.DeepEqual(want, got) {
 				t.Fatalf("%v iteration %d: decoders differ\nwant %+v\n got %+v", typ, i, want, got)

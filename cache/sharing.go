@@ -1,0 +1,59 @@
+package cache
+
+import (
+	"github.com/loom-k8s/loom/internal/intern"
+	"github.com/loom-k8s/loom/internal/protodec"
+)
+
+// Sharing says which parts of the objects an informer decodes it shares
+// with other cached objects holding identical parts. Objects of one shape
+// (the Pods of one workload, say) then hold one copy of their containers,
+// volumes, labels and managed fields between them, and the cache needs a
+// fraction of the memory. Shared parts live as long as the last object
+// that uses them.
+//
+// Sharing applies to objects that Loom's own decoder reads from the
+// protobuf wire (built-in types, through Loom's rest client); JSON and
+// custom ListerWatchers decode as before.
+type Sharing uint8
+
+const (
+	// ShareAuto, the default, is ShareAll for an informer without a
+	// Transform and ShareBlobs for one with a Transform, since a
+	// Transform may change the object it is given in place.
+	ShareAuto Sharing = iota
+	// ShareAll shares byte blobs (managed fields), repeated messages
+	// (containers, volumes, tolerations, owner references, conditions),
+	// pointers to messages (security contexts, probes) and string maps
+	// (labels, annotations, ConfigMap data). Kinds of fields whose
+	// values turn out mostly unique in a process stop being looked up.
+	ShareAll
+	// ShareBlobs shares only byte fields of 16 bytes or more, which in
+	// practice are managed-fields blobs: safe under any Transform that
+	// does not write into byte slices.
+	ShareBlobs
+	// ShareOff decodes every object into memory of its own.
+	ShareOff
+)
+
+// shared is the one table of the process: informers of all types share
+// it (keys carry the Go type).
+var shared = intern.New()
+
+// decodeOptions are the decoder options of an informer.
+func decodeOptions(s Sharing, transform, dropManagedFields bool) protodec.Options {
+	o := protodec.Options{SkipManagedFields: dropManagedFields}
+	if s == ShareAuto {
+		s = ShareAll
+		if transform {
+			s = ShareBlobs
+		}
+	}
+	switch s {
+	case ShareAll:
+		o.Share, o.Structs = shared, true
+	case ShareBlobs:
+		o.Share = shared
+	}
+	return o
+}

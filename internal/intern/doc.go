@@ -1,0 +1,16 @@
+// Package intern keeps one copy of identical decoded values that many
+// cached objects hold: a table from the hash of a value's encoded bytes to
+// a weak pointer to the value decoded once. A decoder that meets bytes it
+// has seen before takes the value from the table instead of decoding them
+// again, so objects of one shape (the Pods of one workload, say) share
+// their containers, volumes, labels and managed-fields blobs.
+//
+// The table never keeps a value alive: an entry holds a weak pointer, and
+// a cleanup removes it once the last object using the value is collected.
+// Keys are 128-bit hashes with per-process random seeds, tagged with the Go
+// type and length of the value, so that a false match is not a practical
+// concern.
+//
+// Values handed out by the table are shared by every object that uses
+// them: nobody may change them in place.
+package intern

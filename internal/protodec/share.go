@@ -1,0 +1,197 @@
+package protodec
+
+import (
+	"context"
+	"reflect"
+	"unsafe"
+
+	"github.com/loom-k8s/loom/internal/intern"
+)
+
+// Options change what Unmarshal makes. The zero value decodes everything
+// into values of the result's own.
+type Options struct {
+	// Share, when set, makes identical parts of the objects decoded with
+	// the same table one value: byte fields of 16 bytes or more (the
+	// managed-fields blobs), and, with Structs, repeated messages
+	// (containers, volumes, owner references), pointers to messages and
+	// string maps (labels, annotations). The shared parts must never be
+	// changed in place. A field whose values turn out mostly unique is
+	// no longer looked up.
+	Share   *intern.Table
+	Structs bool
+	// SkipManagedFields leaves metadata.managedFields out of every
+	// ObjectMeta.
+	SkipManagedFields bool
+}
+
+type optionsKey struct{}
+
+// WithOptions returns a context that asks decoders reading a response
+// for it to use o.
+func WithOptions(ctx context.Context, o Options) context.Context {
+	return context.WithValue(ctx, optionsKey{}, o)
+}
+
+// OptionsFrom returns the options ctx carries (the zero value if none).
+func OptionsFrom(ctx context.Context) Options {
+	if ctx == nil {
+		return Options{}
+	}
+	o, _ := ctx.Value(optionsKey{}).(Options)
+	return o
+}
+
+const (
+	// managedFieldsNum is ObjectMeta.ManagedFields' field number.
+	managedFieldsNum = 17
+	// minShared is the smallest value worth a table entry (an entry
+	// costs about as much), and keeps values out of the runtime's tiny
+	// allocator, whose batching could keep dead entries alive.
+	minShared = 16
+	// A field is looked up at least warmup times, and then only while at
+	// least one lookup in hitShare finds its value.
+	warmup   = 1024
+	hitShare = 16
+)
+
+func (f *field) sharing() bool {
+	t := f.tries.Load()
+	return t < warmup || f.hits.Load()*hitShare >= t
+}
+
+// shared decodes the field at start (header included; data is its
+// payload, fieldLen its length with the header) from or into the table, when it is a kind that is shared: a
+// run of repeated messages or of string-map entries, or a pointer to a
+// message. It returns how many bytes of start it consumed, 0 if the
+// field is left to the plain decoder.
+func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data, start []byte, fieldLen int) (int, error) {
+	if !d.opts.Structs || !f.sharing() {
+		return 0, nil
+	}
+	switch {
+	case f.isMap && f.strMap && *(*unsafe.Pointer)(fp) == nil:
+		n, end := runEnd(start, num)
+		run := start[:end]
+		k := intern.KeyOf(run, rtype(f.typ), n)
+		if m := d.lookup(f, k); m != nil {
+			*(*unsafe.Pointer)(fp) = m
+			return end, nil
+		}
+		*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(f.typ, n).UnsafePointer()
+		sub := d.child(run)
+		for rb := run; len(rb) > 0; {
+			_, wt, _, payload, rest, err := next(rb)
+			if err != nil {
+				return 0, err
+			}
+			if wt != 2 {
+				return 0, wireErr(p, num, wt)
+			}
+			if err := sub.mapEntry(f, fp, payload); err != nil {
+				return 0, err
+			}
+			rb = rest
+		}
+		*(*unsafe.Pointer)(fp) = d.opts.Share.Put(k, *(*unsafe.Pointer)(fp))
+		return end, nil
+
+	case f.rep && f.kind == kMessage && p != d.root && (*sliceHeader)(fp).len == 0:
+		n, end := runEnd(start, num)
+		esize := f.elem.Size()
+		if uintptr(n)*esize < minShared {
+			return 0, nil
+		}
+		run := start[:end]
+		k := intern.KeyOf(run, rtype(f.elem), n)
+		h := (*sliceHeader)(fp)
+		if a := d.lookup(f, k); a != nil {
+			h.data, h.len, h.cap = a, n, n
+			return end, nil
+		}
+		a := newArray(f.elem, n)
+		sub := d.child(run)
+		rb := run
+		for i := range n {
+			_, wt, _, payload, rest, err := next(rb)
+			if err != nil {
+				return 0, err
+			}
+			if wt != 2 {
+				return 0, wireErr(p, num, wt)
+			}
+			if err := sub.message(f.sub, payload, unsafe.Add(a, uintptr(i)*esize)); err != nil {
+				return 0, err
+			}
+			rb = rest
+		}
+		h.data, h.len, h.cap = d.opts.Share.Put(k, a), n, n
+		return end, nil
+
+	case f.ptr && f.kind == kMessage && *(*unsafe.Pointer)(fp) == nil && f.elem.Size() >= minShared:
+		end := fieldLen
+		k := intern.KeyOf(data, rtype(f.elem), 1)
+		if v := d.lookup(f, k); v != nil {
+			*(*unsafe.Pointer)(fp) = v
+			return end, nil
+		}
+		v := unsafe_New(rtype(f.elem))
+		if err := d.child(data).message(f.sub, data, v); err != nil {
+			return 0, err
+		}
+		*(*unsafe.Pointer)(fp) = d.opts.Share.Put(k, v)
+		return end, nil
+	}
+	return 0, nil
+}
+
+// sharedBytes returns a copy of data from the table (a new one on a
+// miss), whose capacity is its length, so that appending to it copies.
+func (d *decoder) sharedBytes(f *field, data []byte) []byte {
+	if !f.sharing() {
+		return append([]byte{}, data...)
+	}
+	k := intern.KeyOf(data, rtype(bytesType), len(data))
+	if p := d.lookup(f, k); p != nil {
+		return unsafe.Slice((*byte)(p), len(data))
+	}
+	c := make([]byte, len(data))
+	copy(c, data)
+	return unsafe.Slice((*byte)(d.opts.Share.Put(k, unsafe.Pointer(&c[0]))), len(data))
+}
+
+// lookup returns k's value in the table, counting the try for f.
+func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
+	f.tries.Add(1)
+	v := d.opts.Share.Get(k)
+	if v != nil {
+		f.hits.Add(1)
+	}
+	return v
+}
+
+// child returns a decoder for a value that may be shared: its strings get
+// blocks of their own, so that a shared value never keeps the strings of
+// the object it was first decoded for alive.
+func (d *decoder) child(data []byte) *decoder {
+	return &decoder{data: data, root: d.root, opts: d.opts}
+}
+
+// runEnd returns how many consecutive fields numbered num start b, and
+// where the run ends.
+func runEnd(b []byte, num uint64) (n, end int) {
+	all := len(b)
+	for len(b) > 0 {
+		key, _, err := varint(b)
+		if err != nil || key>>3 != num {
+			break
+		}
+		_, _, _, _, rest, err := next(b)
+		if err != nil {
+			break
+		}
+		b = rest
+		n++
+	}
+	return n, all - len(b)
+}

@@ -1,0 +1,156 @@
+package protodec
+
+import (
+	"reflect"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/internal/intern"
+)
+
+func managedPod(name string) *corev1.Pod {
+	p := examplePod()
+	p.Name = name
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: new(int64(1000)), SupplementalGroups: []int64{1, 2}}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{},"f:podIP":{}}}`)}}}
+	return p
+}
+
+func decodeShared(t *testing.T, o Options, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	data, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Pod
+	if err := UnmarshalWith(data, &got, o); err != nil {
+		t.Fatal(err)
+	}
+	if o.SkipManagedFields {
+		p = p.DeepCopy()
+		p.ManagedFields = nil
+	}
+	if !reflect.DeepEqual(p, &got) {
+		t.Fatalf("decoded %+v\nwant %+v", got, p)
+	}
+	return &got
+}
+
+func TestSharing(t *testing.T) {
+	tests := []struct {
+		name          string
+		opts          Options
+		structs, mfs  bool // containers, labels and pointers shared; managed-fields blobs shared
+	}{
+		{"off", Options{}, false, false},
+		{"bytes", Options{Share: intern.New()}, false, true},
+		{"all", Options{Share: intern.New(), Structs: true}, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := decodeShared(t, tc.opts, managedPod("a"))
+			b := decodeShared(t, tc.opts, managedPod("b"))
+			if same := &a.Spec.Containers[0] == &b.Spec.Containers[0]; same != tc.structs {
+				t.Errorf("containers shared: %t, want %t", same, tc.structs)
+			}
+			if same := reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(b.Labels).UnsafePointer(); same != tc.structs {
+				t.Errorf("labels shared: %t, want %t", same, tc.structs)
+			}
+			if same := a.Spec.SecurityContext == b.Spec.SecurityContext; same != tc.structs {
+				t.Errorf("security context shared: %t, want %t", same, tc.structs)
+			}
+			same := unsafe.SliceData(a.ManagedFields[0].FieldsV1.Raw) == unsafe.SliceData(b.ManagedFields[0].FieldsV1.Raw) ||
+				a.ManagedFields[0].FieldsV1 == b.ManagedFields[0].FieldsV1
+			if same != tc.mfs {
+				t.Errorf("managed fields shared: %t, want %t", same, tc.mfs)
+			}
+			if unsafe.StringData(a.Name) == unsafe.StringData(b.Name) {
+				t.Error("names share memory")
+			}
+			if c := a.Spec.Containers; tc.structs && cap(c) != len(c) {
+				t.Errorf("shared slice has spare capacity %d > %d: an append would write into it", cap(c), len(c))
+			}
+		})
+	}
+}
+
+// TestSharedValuesDoNotKeepTheirFirstObject checks that a shared part has
+// string blocks of its own: the containers b takes from the table must not
+// keep alive the block that holds a's name.
+func TestSharedValuesDoNotKeepTheirFirstObject(t *testing.T) {
+	o := Options{Share: intern.New(), Structs: true}
+	a := decodeShared(t, o, managedPod("a"))
+	b := decodeShared(t, o, managedPod("b"))
+	if &a.Spec.Containers[0] != &b.Spec.Containers[0] {
+		t.Fatal("containers not shared")
+	}
+	freed := make(chan struct{})
+	runtime.AddCleanup(unsafe.StringData(a.Name), func(c chan struct{}) { close(c) }, freed)
+	a = nil
+	deadline := time.Now().Add(30 * time.Second)
+	for done := false; !done; {
+		runtime.GC()
+		select {
+		case <-freed:
+			done = true
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("a's strings are still alive: b's shared containers keep them")
+			}
+		}
+	}
+	runtime.KeepAlive(b)
+}
+
+func TestSkipManagedFields(t *testing.T) {
+	got := decodeShared(t, Options{SkipManagedFields: true}, managedPod("a"))
+	if got.ManagedFields != nil {
+		t.Fatal("managedFields decoded")
+	}
+}
+
+// TestTableEntriesDie checks that entries go with the last object using
+// them.
+func TestTableEntriesDie(t *testing.T) {
+	tab := intern.New()
+	o := Options{Share: tab, Structs: true}
+	pods := []*corev1.Pod{decodeShared(t, o, managedPod("a")), decodeShared(t, o, managedPod("b"))}
+	if tab.Len() == 0 {
+		t.Fatal("nothing shared")
+	}
+	runtime.KeepAlive(pods)
+	pods = nil
+	deadline := time.Now().Add(30 * time.Second)
+	for tab.Len() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d entries left after their objects were collected", tab.Len())
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMostlyUniqueFieldsStopSharing checks that a field whose values never
+// repeat stops being looked up.
+func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
+	tab := intern.New()
+	o := Options{Share: tab, Structs: true}
+	var keep []*corev1.Pod
+	for i := range 2 * warmup {
+		p := managedPod("p")
+		p.Spec.Containers[0].Image = "img:" + string(rune('a'+i%26)) + time.Duration(i).String()
+		keep = append(keep, decodeShared(t, o, p))
+	}
+	f := planFor(reflect.TypeFor[corev1.PodSpec]()).byNum[2] // containers
+	t.Cleanup(func() { f.tries.Store(0); f.hits.Store(0) })
+	if f.sharing() {
+		t.Fatalf("containers still shared after %d lookups, %d hits", f.tries.Load(), f.hits.Load())
+	}
+	runtime.KeepAlive(keep)
+}
