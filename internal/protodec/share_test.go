@@ -44,9 +44,9 @@ func decodeShared(t *testing.T, o Options, p *corev1.Pod) *corev1.Pod {
 
 func TestSharing(t *testing.T) {
 	tests := []struct {
-		name          string
-		opts          Options
-		structs, mfs  bool // containers, labels and pointers shared; managed-fields blobs shared
+		name         string
+		opts         Options
+		structs, mfs bool // containers, labels and pointers shared; managed-fields blobs shared
 	}{
 		{"off", Options{}, false, false},
 		{"bytes", Options{Share: intern.New()}, false, true},
