@@ -3,12 +3,15 @@ package client
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loom-k8s/loom/internal/jsondec"
+	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // List is one page of a list: the list's metadata (resourceVersion, the
@@ -19,10 +22,25 @@ type List[T any] struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []T `json:"items"`
 
-	newItem func() T // protobuf decoding only
+	newItem func() T         // protobuf decoding only
+	decode  protodec.Options // how Loom's decoder reads the items (an informer's sharing)
 }
 
 type protoItem interface{ Unmarshal([]byte) error }
+
+var fastItems sync.Map // reflect.Type → bool
+
+// fastItem reports whether item (a pointer to a struct) can be decoded by
+// internal/protodec.
+func fastItem(item any) bool {
+	t := reflect.TypeOf(item)
+	if ok, found := fastItems.Load(t); found {
+		return ok.(bool)
+	}
+	ok := t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && protodec.Supported(t.Elem())
+	fastItems.Store(t, ok)
+	return ok
+}
 
 // HasProtobuf reports whether the items have a protobuf form; the rest
 // layer asks, since List itself always has an Unmarshal method.
@@ -89,7 +107,16 @@ func (l *List[T]) Unmarshal(data []byte) error {
 			if !ok {
 				return fmt.Errorf("client: %T has no protobuf form", item)
 			}
-			if err := pi.Unmarshal(msg); err != nil {
+			var err error
+			if fastItem(item) {
+				// Loom's decoder, as for watch events: the item's
+				// strings in blocks of its own, parts shared when an
+				// informer asks.
+				err = protodec.UnmarshalWith(msg, item, l.decode)
+			} else {
+				err = pi.Unmarshal(msg)
+			}
+			if err != nil {
 				return fmt.Errorf("client: protobuf list item %d: %w", len(l.Items), err)
 			}
 			l.Items = append(l.Items, item)
