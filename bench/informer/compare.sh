@@ -6,7 +6,10 @@
 # ratio of the medians (lower is better for Loom).
 # Usage: bench/informer/compare.sh [ROUNDS]
 # Env: LOOM_BENCH_PODS (10000), LOOM_BENCH_EVENTS (1000),
-#      LOOM_BENCH_MODES ("list watchlist"), LOOM_BENCH_OUT (raw lines file).
+#      LOOM_BENCH_MODES ("list watchlist"), LOOM_BENCH_OUT (raw lines file),
+#      LOOM_BENCH_TEMPLATES (50: workloads the Pods are replicas of; 2500
+#        gives 4 replicas each, 10000 one Pod per workload),
+#      LOOM_BENCH_FLAGS (extra run flags, such as -json).
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-5}
@@ -17,7 +20,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/informer
 go build -o "$bin" .
-"$bin" -record "$tmp/corpus" -pods "$pods" -events "$events"
+"$bin" -record "$tmp/corpus" -pods "$pods" -events "$events" -templates "${LOOM_BENCH_TEMPLATES:-50}"
 out=${LOOM_BENCH_OUT:-$tmp/raw}
 : >"$out"
 for r in $(seq "$rounds"); do
@@ -28,7 +31,7 @@ for r in $(seq "$rounds"); do
 		if [[ $mode == watchlist ]]; then flag=-watchlist; fi
 		for strip in false true; do
 			for impl in $order; do
-				"$bin" -corpus "$tmp/corpus" -impl "$impl" -strip="$strip" $flag 2>/dev/null >>"$out"
+				"$bin" -corpus "$tmp/corpus" -impl "$impl" -strip="$strip" $flag ${LOOM_BENCH_FLAGS:-} 2>/dev/null >>"$out"
 			done
 		done
 	done
@@ -58,4 +61,4 @@ END {
 		printf "%-20s %-22s loom %9s (%s)  client-go %9s (%s)  loom/client-go %s\n", g, m, ml, spread(l), mc, spread(c), (mc + 0 > 0 ? sprintf("%.3f", ml / mc) : "-")
 	}
 }' "$out" | sort
-echo "rounds=$rounds pods=$pods events=$events $(nproc) cores, $(go version | cut -d' ' -f3)"
+echo "rounds=$rounds pods=$pods events=$events templates=${LOOM_BENCH_TEMPLATES:-50} flags=${LOOM_BENCH_FLAGS:-none} $(nproc) cores, $(go version | cut -d' ' -f3)"

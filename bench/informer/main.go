@@ -57,6 +57,7 @@ func main() {
 		memprofile = flag.String("memprofile", "", "write an inuse heap profile after sync to this file")
 		relist     = flag.Bool("relist", true, "measure a forced relist")
 		share      = flag.Bool("share", false, "experiment: a Transform sharing identical parts between Pods (share.go)")
+		noShare    = flag.Bool("noshare", false, "Loom: InformerOptions.Sharing = ShareOff (the cache as before sharing)")
 	)
 	flag.Parse()
 	if *recordDir != "" {
@@ -69,7 +70,7 @@ func main() {
 	if *corpusDir == "" {
 		fatal(fmt.Errorf("-corpus or -record is required"))
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, share: *share})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, share: *share, noShare: *noShare})
 	if err != nil {
 		fatal(err)
 	}
@@ -89,6 +90,7 @@ type runOptions struct {
 	memprofile       string
 	relist           bool
 	share            bool
+	noShare          bool
 	timeout          time.Duration
 	keepInformer     func(pi podInformer) // tests: inspect the informer before it stops
 }
@@ -256,7 +258,11 @@ func run(o runOptions) (result, error) {
 	if o.watchList {
 		mode = "watchlist"
 	}
-	res := result{impl: o.impl, mode: mode, strip: o.strip, share: o.share, pods: n}
+	impl := o.impl
+	if o.noShare && impl == "loom" {
+		impl = "loom-noshare"
+	}
+	res := result{impl: impl, mode: mode, strip: o.strip, share: o.share, pods: n}
 
 	res.base = heapAfterGC()
 	smp := startSampler()
