@@ -114,7 +114,9 @@ type InformerOptions[T client.Object] struct {
 // [Informer.Indexer] and given to handlers are shared by all of them:
 // nobody may change them. Copy an object (DeepCopy) before changing it.
 // The mutation detector ([InformerOptions].DetectMutations) finds
-// offenders in tests.
+// offenders in tests. By default cached objects of one shape also share
+// their identical parts (see [Sharing]): a change to one Pod's container
+// would change the containers of every Pod of its workload.
 //
 // # Life cycle
 //
