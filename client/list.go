@@ -3,9 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,20 +25,6 @@ type List[T any] struct {
 }
 
 type protoItem interface{ Unmarshal([]byte) error }
-
-var fastItems sync.Map // reflect.Type → bool
-
-// fastItem reports whether item (a pointer to a struct) can be decoded by
-// internal/protodec.
-func fastItem(item any) bool {
-	t := reflect.TypeOf(item)
-	if ok, found := fastItems.Load(t); found {
-		return ok.(bool)
-	}
-	ok := t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && protodec.Supported(t.Elem())
-	fastItems.Store(t, ok)
-	return ok
-}
 
 // HasProtobuf reports whether the items have a protobuf form; the rest
 // layer asks, since List itself always has an Unmarshal method.
@@ -108,7 +92,7 @@ func (l *List[T]) Unmarshal(data []byte) error {
 				return fmt.Errorf("client: %T has no protobuf form", item)
 			}
 			var err error
-			if fastItem(item) {
+			if protodec.SupportedPointer(item) {
 				// Loom's decoder, as for watch events: the item's
 				// strings in blocks of its own, parts shared when an
 				// informer asks.

@@ -80,22 +80,14 @@ func hasProtobuf(v any) bool {
 	return ok
 }
 
-var fastTypes sync.Map // reflect.Type → bool
-
 // fastProtobuf reports whether v (a pointer to a struct) can be decoded by
 // the allocation-lean reflective decoder in internal/protodec rather than
-// the generated Unmarshal method. The answer is cached per type.
+// the generated Unmarshal method.
 func fastProtobuf(v any) bool {
 	if _, custom := v.(interface{ HasProtobuf() bool }); custom {
 		return false // a type with its own protobuf decoding (a generic list) keeps it
 	}
-	t := reflect.TypeOf(v)
-	if ok, found := fastTypes.Load(t); found {
-		return ok.(bool)
-	}
-	ok := t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && protodec.Supported(t.Elem())
-	fastTypes.Store(t, ok)
-	return ok
+	return protodec.SupportedPointer(v)
 }
 
 // mediaType returns the media type of a Content-Type header, lower-cased

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -62,10 +61,6 @@ type field struct {
 	val    kind // map value kind
 	valSub *plan
 	custom customKind
-
-	// How often sharing (Options.Share) found this field's value in the
-	// table; sharing stops for a field whose values are mostly unique.
-	tries, hits atomic.Int64
 }
 
 type customKind uint8

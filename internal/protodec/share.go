@@ -3,6 +3,8 @@ package protodec
 import (
 	"context"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/loom-k8s/loom/internal/intern"
@@ -16,10 +18,14 @@ type Options struct {
 	// managed-fields blobs), and, with Structs, repeated messages
 	// (containers, volumes, owner references), pointers to messages and
 	// string maps (labels, annotations). The shared parts must never be
-	// changed in place. A field whose values turn out mostly unique is
-	// no longer looked up.
+	// changed in place.
 	Share   *intern.Table
 	Structs bool
+	// Stats, when set, counts how often each field's values were found
+	// in Share, and a field whose values turn out mostly unique is no
+	// longer looked up by decoders given the same Stats. Nil: every
+	// field is always looked up.
+	Stats *Stats
 	// SkipManagedFields leaves metadata.managedFields out of every
 	// ObjectMeta.
 	SkipManagedFields bool
@@ -55,9 +61,30 @@ const (
 	hitShare = 16
 )
 
-func (f *field) sharing() bool {
-	t := f.tries.Load()
-	return t < warmup || f.hits.Load()*hitShare >= t
+// Stats are the lookup counts of one user of the table (an informer).
+// The zero value is ready to use.
+type Stats struct {
+	m sync.Map // *field → *counter
+}
+
+type counter struct{ tries, hits atomic.Int64 }
+
+func (s *Stats) of(f *field) *counter {
+	if c, ok := s.m.Load(f); ok {
+		return c.(*counter)
+	}
+	c, _ := s.m.LoadOrStore(f, &counter{})
+	return c.(*counter)
+}
+
+// sharing reports whether f's values are still looked up.
+func (d *decoder) sharing(f *field) bool {
+	if d.opts.Stats == nil {
+		return true
+	}
+	c := d.opts.Stats.of(f)
+	t := c.tries.Load()
+	return t < warmup || c.hits.Load()*hitShare >= t
 }
 
 // shared decodes the field at start (header included; data is its
@@ -66,7 +93,7 @@ func (f *field) sharing() bool {
 // message. It returns how many bytes of start it consumed, 0 if the
 // field is left to the plain decoder.
 func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data, start []byte, fieldLen int) (int, error) {
-	if !d.opts.Structs || !f.sharing() {
+	if !d.opts.Structs || !d.sharing(f) {
 		return 0, nil
 	}
 	switch {
@@ -148,7 +175,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 // sharedBytes returns a copy of data from the table (a new one on a
 // miss), whose capacity is its length, so that appending to it copies.
 func (d *decoder) sharedBytes(f *field, data []byte) []byte {
-	if !f.sharing() {
+	if !d.sharing(f) {
 		return append([]byte{}, data...)
 	}
 	k := intern.KeyOf(data, rtype(bytesType), len(data))
@@ -162,10 +189,13 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 
 // lookup returns k's value in the table, counting the try for f.
 func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
-	f.tries.Add(1)
 	v := d.opts.Share.Get(k)
-	if v != nil {
-		f.hits.Add(1)
+	if d.opts.Stats != nil {
+		c := d.opts.Stats.of(f)
+		c.tries.Add(1)
+		if v != nil {
+			c.hits.Add(1)
+		}
 	}
 	return v
 }
@@ -194,4 +224,18 @@ func runEnd(b []byte, num uint64) (n, end int) {
 		n++
 	}
 	return n, all - len(b)
+}
+
+var pointerTypes sync.Map // reflect.Type → bool
+
+// SupportedPointer reports whether v, a pointer to a struct, can be
+// decoded by this package. The answer is cached per type.
+func SupportedPointer(v any) bool {
+	t := reflect.TypeOf(v)
+	if ok, found := pointerTypes.Load(t); found {
+		return ok.(bool)
+	}
+	ok := t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && Supported(t.Elem())
+	pointerTypes.Store(t, ok)
+	return ok
 }

@@ -139,8 +139,7 @@ func TestTableEntriesDie(t *testing.T) {
 // TestMostlyUniqueFieldsStopSharing checks that a field whose values never
 // repeat stops being looked up.
 func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
-	tab := intern.New()
-	o := Options{Share: tab, Structs: true}
+	o := Options{Share: intern.New(), Structs: true, Stats: &Stats{}}
 	var keep []*corev1.Pod
 	for i := range 2 * warmup {
 		p := managedPod("p")
@@ -148,9 +147,12 @@ func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
 		keep = append(keep, decodeShared(t, o, p))
 	}
 	f := planFor(reflect.TypeFor[corev1.PodSpec]()).byNum[2] // containers
-	t.Cleanup(func() { f.tries.Store(0); f.hits.Store(0) })
-	if f.sharing() {
-		t.Fatalf("containers still shared after %d lookups, %d hits", f.tries.Load(), f.hits.Load())
+	d := decoder{opts: o}
+	if c := o.Stats.of(f); d.sharing(f) {
+		t.Fatalf("containers still shared after %d lookups, %d hits", c.tries.Load(), c.hits.Load())
+	}
+	if d := (decoder{opts: Options{Share: o.Share, Structs: true, Stats: &Stats{}}}); !d.sharing(f) {
+		t.Fatal("a decoder with stats of its own does not share containers")
 	}
 	runtime.KeepAlive(keep)
 }
