@@ -64,6 +64,8 @@ type DeltaFIFO[T any] struct {
 
 	replaced bool // the first Replace has happened
 	initial  int  // pops left until the first Replace's keys are all popped
+
+	listed map[string]struct{} // keys of the Replace in progress (beginReplace), or nil
 }
 
 var _ Queue[int] = (*DeltaFIFO[int])(nil)
@@ -152,6 +154,79 @@ func (f *DeltaFIFO[T]) Replace(objs []T) error {
 	if f.closed {
 		return ErrClosed
 	}
+	for i, obj := range objs {
+		f.queueDelta(keys[i], Delta[T]{Type: Replaced, Object: obj})
+	}
+	f.tombstoneLocked(listed)
+	if !f.replaced {
+		f.replaced = true
+		f.initial = len(f.queue)
+	}
+	return nil
+}
+
+// beginReplace starts a Replace whose objects come in pieces
+// (replaceItems) as a list's pages or a streaming list's events arrive,
+// so that old versions die as their keys are replaced instead of the
+// whole list waiting beside the cache. endReplace then queues the
+// tombstones. A beginReplace forgets an unfinished one: the objects it
+// queued stay queued, and the next endReplace tombstones what its own
+// list lacks.
+func (f *DeltaFIFO[T]) beginReplace() {
+	f.mu.Lock()
+	f.listed = map[string]struct{}{}
+	f.mu.Unlock()
+}
+
+// replaceItems queues a Replaced delta for each of objs, part of the
+// Replace that beginReplace started. It fails as Replace does.
+func (f *DeltaFIFO[T]) replaceItems(objs []T) error {
+	keys := make([]string, len(objs))
+	for i, obj := range objs {
+		key, err := keyOf(f.keyFunc, obj)
+		if err != nil {
+			return err
+		}
+		keys[i] = key
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if f.listed == nil {
+		panic("cache: replaceItems without beginReplace")
+	}
+	for i, obj := range objs {
+		f.listed[keys[i]] = struct{}{}
+		f.queueDelta(keys[i], Delta[T]{Type: Replaced, Object: obj})
+	}
+	return nil
+}
+
+// endReplace ends the Replace that beginReplace started: a tombstone for
+// each key queued or known that it did not list, as Replace queues them.
+// The first Replace to end also fixes what HasSynced waits for.
+func (f *DeltaFIFO[T]) endReplace() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	listed := f.listed
+	f.listed = nil
+	f.tombstoneLocked(listed)
+	if !f.replaced {
+		f.replaced = true
+		f.initial = len(f.queue)
+	}
+	return nil
+}
+
+// tombstoneLocked queues a tombstone for each key queued or known that
+// listed lacks, unless its newest delta is a Deleted, in key order. The
+// caller holds mu.
+func (f *DeltaFIFO[T]) tombstoneLocked(listed map[string]struct{}) {
 	var gone []string
 	for key, deltas := range f.items {
 		if _, ok := listed[key]; !ok && deltas[len(deltas)-1].Type != Deleted {
@@ -166,10 +241,6 @@ func (f *DeltaFIFO[T]) Replace(objs []T) error {
 		}
 	}
 	slices.Sort(gone)
-
-	for i, obj := range objs {
-		f.queueDelta(keys[i], Delta[T]{Type: Replaced, Object: obj})
-	}
 	for _, key := range gone {
 		var obj T
 		if deltas := f.items[key]; len(deltas) > 0 {
@@ -181,11 +252,6 @@ func (f *DeltaFIFO[T]) Replace(objs []T) error {
 		}
 		f.queueDelta(key, Delta[T]{Type: Deleted, Object: obj, FinalStateUnknown: true})
 	}
-	if !f.replaced {
-		f.replaced = true
-		f.initial = len(f.queue)
-	}
-	return nil
 }
 
 // Resync queues a Sync delta, carrying the known object, for every key of

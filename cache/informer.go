@@ -497,6 +497,37 @@ func (w informerWriter[T]) Replace(objs []T) error {
 	return nil
 }
 
+// beginReplace, replaceItems and endReplace take a list in pieces (see
+// streamWriter): each piece is transformed and queued as it arrives.
+func (w informerWriter[T]) beginReplace() { w.i.fifo.beginReplace() }
+
+func (w informerWriter[T]) replaceItems(objs []T) error {
+	for n, obj := range objs {
+		// A relisted object whose resourceVersion is the cached one's is
+		// the cached object: keep that one, and let the new copy go.
+		if key, err := keyOf(w.i.store.keyFunc, obj); err == nil {
+			if old, ok := w.i.store.Get(key); ok && obj.GetResourceVersion() != "" && old.GetResourceVersion() == obj.GetResourceVersion() {
+				objs[n] = old
+				continue
+			}
+		}
+		t, err := w.i.transformed(obj)
+		if err != nil {
+			return err
+		}
+		objs[n] = t
+	}
+	return w.i.fifo.replaceItems(objs)
+}
+
+func (w informerWriter[T]) endReplace() error {
+	if err := w.i.fifo.endReplace(); err != nil {
+		return err
+	}
+	w.i.checkSynced()
+	return nil
+}
+
 // TransformError reports that an informer's Transform failed for an
 // object. The informer stops; its Start returns this error.
 type TransformError struct {

@@ -366,38 +366,75 @@ func (r *Reflector[T]) fill(ctx context.Context) error {
 
 var errNoStreaming = errors.New("streaming list not supported")
 
-// list fills the store with a paginated, consistent list.
+// list fills the store with a paginated, consistent list. A store that
+// takes a list in pieces (an informer's) gets each page as it arrives.
 func (r *Reflector[T]) list(ctx context.Context) error {
+	sw, pieces := r.store.(streamWriter[T])
 	var items []T
 	var rv string
+	n := 0
 	opts := metav1.ListOptions{Limit: r.opts.PageSize}
+	if pieces {
+		sw.beginReplace()
+	}
 	for {
 		page, err := r.lw.List(ctx, opts)
 		if err != nil {
 			if opts.Continue != "" && apierrors.IsResourceExpired(err) {
 				// The snapshot expired midway: one unpaginated list.
-				items, opts = nil, metav1.ListOptions{}
+				items, n, opts = nil, 0, metav1.ListOptions{}
+				if pieces {
+					sw.beginReplace()
+				}
 				continue
 			}
 			return &ReflectorError{Name: r.opts.Name, Phase: "list", Err: err}
 		}
-		items = append(items, page.Items...)
+		n += len(page.Items)
+		if pieces {
+			if err := sw.replaceItems(page.Items); err != nil {
+				return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+			}
+		} else {
+			items = append(items, page.Items...)
+		}
 		rv = page.ResourceVersion
 		if page.Continue == "" {
 			break
 		}
 		opts.Continue = page.Continue
 	}
-	if err := r.store.Replace(items); err != nil {
+	var err error
+	if pieces {
+		err = sw.endReplace()
+	} else {
+		err = r.store.Replace(items)
+	}
+	if err != nil {
 		return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 	}
 	r.mu.Lock()
 	r.rv, r.synced, r.lastErr, r.filled = rv, true, nil, true
 	r.stats.Lists++
 	r.mu.Unlock()
-	r.log.Debug("listed", "objects", len(items), "resourceVersion", rv)
+	r.log.Debug("listed", "objects", n, "resourceVersion", rv)
 	return nil
 }
+
+// streamWriter is a [Writer] that takes a full list in pieces, so that
+// the list never waits whole beside the cache: an informer's. Between
+// beginReplace and endReplace, replaceItems queues objects of the list;
+// endReplace then does what the rest of Replace does. A beginReplace
+// abandons an unfinished list.
+type streamWriter[T any] interface {
+	beginReplace()
+	replaceItems(objs []T) error
+	endReplace() error
+}
+
+// streamBatch is how many initial events of a streaming list are handed
+// to a streamWriter at once.
+const streamBatch = 256
 
 // watchTimeout is a random watch duration in [min, 2*min).
 func (r *Reflector[T]) watchTimeout() *int64 {
@@ -427,7 +464,12 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 		return &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
 	}
 	defer w.Stop()
+	sw, pieces := r.store.(streamWriter[T])
+	if pieces {
+		sw.beginReplace()
+	}
 	var items []T
+	n := 0
 	for {
 		ev, err := w.Next()
 		if err != nil {
@@ -442,6 +484,13 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 		switch ev.Type {
 		case watch.Added, watch.Modified:
 			items = append(items, ev.Object)
+			n++
+			if pieces && len(items) == streamBatch {
+				if err := sw.replaceItems(items); err != nil {
+					return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+				}
+				items = make([]T, 0, streamBatch)
+			}
 			continue
 		case watch.Bookmark:
 			if ev.Object.GetAnnotations()[initialEventsEnd] != "true" {
@@ -460,7 +509,15 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 			continue
 		}
 		// The end of the initial events: they are the full state.
-		if err := r.store.Replace(items); err != nil {
+		if pieces {
+			err = sw.replaceItems(items)
+			if err == nil {
+				err = sw.endReplace()
+			}
+		} else {
+			err = r.store.Replace(items)
+		}
+		if err != nil {
 			return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 		}
 		r.mu.Lock()
@@ -468,7 +525,7 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 		r.stats.Lists++
 		r.stats.StreamingLists++
 		r.mu.Unlock()
-		r.log.Debug("streamed list", "objects", len(items), "resourceVersion", ev.Object.GetResourceVersion())
+		r.log.Debug("streamed list", "objects", n, "resourceVersion", ev.Object.GetResourceVersion())
 		return r.apply(ctx, w)
 	}
 }
