@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -216,25 +217,41 @@ func (res *Result) into(v any, o protodec.Options) error {
 // a list type, or any JSON-decodable type. A non-2xx response returns a
 // [*StatusError]; a certificate problem a [*TLSVerificationError].
 func (r *Request) Do(ctx context.Context, v any) error {
-	res, err := r.do(ctx, r.accept(v))
+	buf := bodyPool.Get().(*bytes.Buffer)
+	res, err := r.do(ctx, r.accept(v), buf)
 	if err != nil {
 		return err
 	}
 	if v == nil || len(res.Body) == 0 && res.StatusCode == http.StatusNoContent {
 		return nil
 	}
-	return res.into(v, protodec.OptionsFrom(ctx))
+	err = res.into(v, protodec.OptionsFrom(ctx))
+	if mediaType(res.ContentType) == MediaTypeProtobuf && buf.Cap() <= maxPooledBody {
+		// The protobuf decoders copy what they keep (tested), so the
+		// buffer can read the next response: a paginated list then
+		// reads every page into one buffer, not a new one per page.
+		bodyPool.Put(buf)
+	}
+	return err
 }
+
+// bodyPool holds buffers that Do reads protobuf responses into.
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody is the largest buffer kept for reuse.
+const maxPooledBody = 16 << 20
 
 // DoRaw sends the request and returns the whole response as the server
 // sent it: protobuf if the client asks for protobuf and the server can
 // encode the resource that way, JSON otherwise ([Result.Into] decodes
 // either). A non-2xx response returns a [*StatusError] (and no Result).
 func (r *Request) DoRaw(ctx context.Context) (*Result, error) {
-	return r.do(ctx, r.accept(nil))
+	return r.do(ctx, r.accept(nil), nil)
 }
 
-func (r *Request) do(ctx context.Context, accept string) (*Result, error) {
+// do sends the request and reads the whole response, into buf when it is
+// not nil (reset first; the Result's Body then aliases it).
+func (r *Request) do(ctx context.Context, accept string, buf *bytes.Buffer) (*Result, error) {
 	ctx, leave, err := enterFence(ctx, r.method, r.URL().Path)
 	if err != nil {
 		return nil, err
@@ -250,7 +267,17 @@ func (r *Request) do(ctx context.Context, accept string) (*Result, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	var body []byte
+	if buf != nil {
+		buf.Reset()
+		if n := resp.ContentLength; n > 0 && n <= maxPooledBody {
+			buf.Grow(int(n) + bytes.MinRead)
+		}
+		_, err = buf.ReadFrom(resp.Body)
+		body = buf.Bytes()
+	} else {
+		body, err = io.ReadAll(resp.Body)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rest: %s %s: reading response: %w", r.method, resp.Request.URL.Path, err)
 	}

@@ -3,8 +3,10 @@ package rest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/internal/intern"
 	"github.com/loom-k8s/loom/internal/protodec"
 )
 
@@ -449,6 +452,39 @@ func TestRetryWaitCaps(t *testing.T) {
 		}
 		if got := p.retryWait(unavailable, n); got != want.answered {
 			t.Errorf("retry %d after a 503: wait %s, want %s", n, got, want.answered)
+		}
+	}
+}
+
+// TestPooledBodiesAreNotKept checks that what Do decodes from a protobuf
+// response does not alias the body buffer, which the next response is
+// read into.
+func TestPooledBodiesAreNotKept(t *testing.T) {
+	ps := &podServer{pod: testPod("first", "5")}
+	pc, _ := newTestClient(t, ps, Options{ContentType: Protobuf})
+	for _, o := range []protodec.Options{{}, {Share: intern.New(), Structs: true}} {
+		ctx := protodec.WithOptions(t.Context(), o)
+		var kept []*corev1.Pod
+		var want []*corev1.Pod
+		for i := range 20 {
+			ps.mu.Lock()
+			p := testPod(fmt.Sprintf("pod-%02d", i), strconv.Itoa(100+i))
+			p.Labels = map[string]string{"n": strconv.Itoa(i)}
+			p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fmt.Sprintf("m%02d", i), FieldsType: "FieldsV1",
+				FieldsV1: &metav1.FieldsV1{Raw: fmt.Appendf(nil, `{"f:metadata":{"f:labels":{"f:n%02d":{}}}}`, i)}}}
+			ps.pod = p
+			ps.mu.Unlock()
+			var got corev1.Pod
+			if err := pc.Get().Namespace("default").Resource("pods").Name(p.Name).Do(ctx, &got); err != nil {
+				t.Fatal(err)
+			}
+			kept = append(kept, &got)
+			want = append(want, got.DeepCopy())
+		}
+		for i := range kept {
+			if !equality.Semantic.DeepEqual(kept[i], want[i]) {
+				t.Fatalf("pod %d changed after later responses were read:\n%+v\nwant %+v", i, kept[i], want[i])
+			}
 		}
 	}
 }
