@@ -23,9 +23,11 @@ const (
 	// Transform may change the object it is given in place.
 	ShareAuto Sharing = iota
 	// ShareAll shares byte blobs (managed fields), repeated messages
-	// (containers, volumes, tolerations, owner references, conditions),
-	// pointers to messages (security contexts, probes) and string maps
-	// (labels, annotations, ConfigMap data). Kinds of fields whose
+	// (containers, volumes, tolerations, owner references), pointers to
+	// messages (security contexts, probes), string maps (labels,
+	// annotations, ConfigMap data) and resource lists. Messages that
+	// hold a time (conditions, container statuses, managed-fields
+	// entries) record one object's history and are never shared. Kinds of fields whose
 	// values turn out mostly unique among an informer's objects (after
 	// 1,024 lookups, fewer than one in 16 found) stop being looked up by
 	// that informer.

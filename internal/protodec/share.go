@@ -16,9 +16,10 @@ type Options struct {
 	// Share, when set, makes identical parts of the objects decoded with
 	// the same table one value: byte fields of 16 bytes or more (the
 	// managed-fields blobs), and, with Structs, repeated messages
-	// (containers, volumes, owner references), pointers to messages and
-	// string maps (labels, annotations). The shared parts must never be
-	// changed in place.
+	// (containers, volumes, owner references), pointers to messages,
+	// string maps (labels, annotations) and resource lists. Messages
+	// holding a time (conditions, container statuses) are never shared.
+	// The shared parts must never be changed in place.
 	Share   *intern.Table
 	Structs bool
 	// Stats, when set, counts how often each field's values were found
@@ -97,7 +98,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		return 0, nil
 	}
 	switch {
-	case f.isMap && f.strMap && *(*unsafe.Pointer)(fp) == nil:
+	case f.isMap && (f.strMap || f.qtyMap) && *(*unsafe.Pointer)(fp) == nil:
 		n, end := runEnd(start, num)
 		run := start[:end]
 		k := intern.KeyOf(run, rtype(f.typ), n)
