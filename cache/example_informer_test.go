@@ -146,6 +146,34 @@ func ExampleStripManagedFields() {
 	// Output: 0
 }
 
+// Informers share the identical parts of the objects they cache (here
+// the default, ShareAuto) and can leave managedFields out while decoding.
+// A program that must change cached objects in place, which no reader of
+// a cache may do, would turn sharing off: a change to one Pod's container
+// would otherwise reach every Pod of its workload.
+func ExampleSharing() {
+	cfg, err := config.Load(config.LoadOptions{InClusterFallback: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rc, err := rest.New(cfg, rest.Options{ContentType: rest.Protobuf}) // sharing needs protobuf
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	pods, err := client.For[corev1.Pod](rc, client.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{
+		Sharing:           cache.ShareAuto, // the default; cache.ShareOff for memory of each object's own
+		DropManagedFields: true,
+	})
+	_ = inf.Start(context.Background())
+}
+
 // A lister reads the cache: by name, and by label selector through the
 // label index, in one namespace or all.
 func ExampleLister() {

@@ -328,7 +328,6 @@ type decoder struct {
 
 	// Scratch space for map entries with non-string values: the map
 	// copies key and value on insert.
-	key         string
 	scratchType reflect.Type
 	scratch     reflect.Value
 }
@@ -751,8 +750,9 @@ func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte) error {
 		return nil
 	}
 	m := reflect.NewAt(f.typ, fp).Elem()
-	d.key = key
-	kv := reflect.NewAt(f.typ.Key(), unsafe.Pointer(&d.key)).Elem()
+	kp := new(string) // the map copies the key; only rare map kinds come here
+	*kp = key
+	kv := reflect.NewAt(f.typ.Key(), unsafe.Pointer(kp)).Elem()
 	var vv reflect.Value
 	if f.val == kMessage {
 		// A message value may itself hold maps (even of its own type), so

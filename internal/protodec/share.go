@@ -164,7 +164,8 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			return end, nil
 		}
 		v := unsafe_New(rtype(f.elem))
-		if err := d.child(data).message(f.sub, data, v); err != nil {
+		sub := d.child(data)
+		if err := sub.message(f.sub, data, v); err != nil {
 			return 0, err
 		}
 		*(*unsafe.Pointer)(fp) = d.opts.Share.Put(k, v)
@@ -204,8 +205,8 @@ func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
 // child returns a decoder for a value that may be shared: its strings get
 // blocks of their own, so that a shared value never keeps the strings of
 // the object it was first decoded for alive.
-func (d *decoder) child(data []byte) *decoder {
-	return &decoder{data: data, root: d.root, opts: d.opts}
+func (d *decoder) child(data []byte) decoder {
+	return decoder{data: data, root: d.root, opts: d.opts}
 }
 
 // runEnd returns how many consecutive fields numbered num start b, and
