@@ -54,10 +54,12 @@ type InformerOptions[T client.Object] struct {
 	// and owned by the informer alone, so it may change it in place and
 	// return it (as [StripManagedFields] does); with Sharing set to
 	// ShareAll it may set the object's fields but not write into the
-	// slices, maps and pointers it holds, which other objects share. It must keep the name,
-	// namespace and resourceVersion. An error is treated as a broken
-	// informer: it stops, and Start returns the error. Default nil:
-	// objects are stored as decoded.
+	// slices, maps and pointers it holds, which other objects share. It
+	// must keep the name, namespace and resourceVersion. An object that a
+	// relist brings with the resourceVersion already cached is not
+	// transformed again: the cached object is kept. An error is treated
+	// as a broken informer: it stops, and Start returns the error.
+	// Default nil: objects are stored as decoded.
 	Transform func(T) (T, error)
 	// Sharing says which identical parts of decoded objects the cache
 	// holds once (see [Sharing]). Default ShareAuto: everything without a

@@ -88,6 +88,14 @@ type ReflectorOptions struct {
 //     a second of a restarted server answering again; for other failures
 //     they grow to MaxBackoff, and a 429's Retry-After is honoured.
 //
+// An informer's store takes a list in pieces: each page of a paginated
+// list, and each batch of a streaming list's initial events, is queued as
+// it arrives, and the end of the list queues the deletions of what it
+// lacked. A list that fails midway leaves the pieces it delivered in
+// place (they are real states of a consistent snapshot, newer than the
+// cache), and the next list's end deletes what that one lacks. Any other
+// store gets one Replace with the whole list.
+//
 // The store is written only by the reflector's Run goroutine.
 type Reflector[T client.Object] struct {
 	lw    ListerWatcher[T]
