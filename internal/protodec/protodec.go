@@ -292,6 +292,15 @@ func Unmarshal(data []byte, v any) error {
 // UnmarshalWith is [Unmarshal] with options.
 func UnmarshalWith(data []byte, v any, o Options) error {
 	_, _, err := unmarshalStats(data, v, o)
+	if errors.Is(err, errUnshare) {
+		// A field came twice, and its first value was shared: protobuf
+		// merges the second into the first, which must not change a
+		// shared value. Servers do not write such messages; decode this
+		// one without sharing structures.
+		reflect.ValueOf(v).Elem().SetZero()
+		o.Structs = false
+		_, _, err = unmarshalStats(data, v, o)
+	}
 	return err
 }
 
@@ -322,6 +331,11 @@ type decoder struct {
 	arena []byte // the current block strings are copied into
 	root  *plan
 	opts  Options
+
+	// Fields this decoder set to a value from the table, which a
+	// repeated occurrence of the field must not merge into.
+	sharedFP [16]unsafe.Pointer
+	nShared  int
 
 	arenas     int // string blocks allocated (tests)
 	arenaBytes int // their total size (tests)
@@ -517,6 +531,8 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 			}
 			if *(*unsafe.Pointer)(fp) == nil {
 				*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(f.typ, countRun(start, num)).UnsafePointer()
+			} else if d.isShared(fp) {
+				return errUnshare // more entries for a map taken from the table
 			}
 			if err := d.mapEntry(f, fp, data); err != nil {
 				return err
@@ -531,6 +547,8 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 				pp := (*unsafe.Pointer)(fp)
 				if *pp == nil {
 					*pp = unsafe_New(rtype(f.elem))
+				} else if d.isShared(fp) {
+					return errUnshare // a message to merge into one taken from the table
 				}
 				ep = *pp
 			}

@@ -2,6 +2,7 @@ package protodec
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -98,10 +99,11 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		return 0, nil
 	}
 	switch {
-	case f.isMap && (f.strMap || f.qtyMap) && *(*unsafe.Pointer)(fp) == nil:
+	case f.isMap && (f.strMap || f.qtyMap) && *(*unsafe.Pointer)(fp) == nil && d.canShare():
 		n, end := runEnd(start, num)
 		run := start[:end]
 		k := intern.KeyOf(run, rtype(f.typ), n)
+		d.markShared(fp)
 		if m := d.lookup(f, k); m != nil {
 			*(*unsafe.Pointer)(fp) = m
 			return end, nil
@@ -156,9 +158,10 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		h.data, h.len, h.cap = d.opts.Share.Put(k, a), n, n
 		return end, nil
 
-	case f.ptr && f.kind == kMessage && *(*unsafe.Pointer)(fp) == nil && f.elem.Size() >= minShared:
+	case f.ptr && f.kind == kMessage && *(*unsafe.Pointer)(fp) == nil && f.elem.Size() >= minShared && d.canShare():
 		end := fieldLen
 		k := intern.KeyOf(data, rtype(f.elem), 1)
+		d.markShared(fp)
 		if v := d.lookup(f, k); v != nil {
 			*(*unsafe.Pointer)(fp) = v
 			return end, nil
@@ -172,6 +175,30 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		return end, nil
 	}
 	return 0, nil
+}
+
+// errUnshare stops a decode that would merge into a shared value.
+var errUnshare = errors.New("protodec: a repeated field would change a shared value")
+
+// markShared records that the field at fp holds a value from the table.
+// The caller has checked canShare.
+func (d *decoder) markShared(fp unsafe.Pointer) {
+	d.sharedFP[d.nShared] = fp
+	d.nShared++
+}
+
+// canShare reports whether another map or pointer field can be shared:
+// a decoder records a few, for isShared, and decodes the rest itself.
+func (d *decoder) canShare() bool { return d.nShared < len(d.sharedFP) }
+
+// isShared reports whether the field at fp holds a value from the table.
+func (d *decoder) isShared(fp unsafe.Pointer) bool {
+	for _, p := range d.sharedFP[:d.nShared] {
+		if p == fp {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedBytes returns a copy of data from the table (a new one on a

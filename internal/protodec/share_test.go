@@ -156,3 +156,28 @@ func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// TestRepeatedFieldDoesNotChangeASharedValue checks a message whose
+// metadata comes twice (protobuf merges the second into the first): the
+// labels map taken from the table must not get the second's labels.
+func TestRepeatedFieldDoesNotChangeASharedValue(t *testing.T) {
+	o := Options{Share: intern.New(), Structs: true}
+	first := decodeShared(t, o, managedPod("a"))
+	data, _ := managedPod("b").Marshal()
+	extra, _ := (&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"extra": "x"}},
+		Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsGroup: new(int64(7))}}}).Marshal()
+	data = append(data, extra...)
+	var want, got corev1.Pod
+	if err := want.Unmarshal(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := UnmarshalWith(data, &got, o); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&want, &got) {
+		t.Fatalf("decoded %+v\nwant %+v", got, want)
+	}
+	if first.Labels["extra"] != "" || first.Spec.SecurityContext.RunAsGroup != nil {
+		t.Fatalf("the second metadata changed the shared values of another Pod: labels %v, security context %+v", first.Labels, first.Spec.SecurityContext)
+	}
+}
