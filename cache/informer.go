@@ -14,7 +14,7 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/internal/clock"
-	"github.com/loom-k8s/loom/internal/protodec"
+	"github.com/loom-k8s/loom/internal/intern"
 )
 
 // Informer errors. They usually arrive wrapped; test with errors.Is.
@@ -133,7 +133,7 @@ type Informer[T client.Object] struct {
 	log       *slog.Logger
 	clock     clock.Clock
 	transform func(T) (T, error)
-	decode    protodec.Options // how the reflector's responses are decoded
+	decode    intern.Options // how the reflector's responses are decoded
 	resync    time.Duration
 	store     *Store[T]
 	fifo      *DeltaFIFO[T]
@@ -319,7 +319,7 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var reflErr error
 	wg.Go(func() {
-		if reflErr = i.refl.Run(protodec.WithOptions(ctx, i.decode)); reflErr != nil {
+		if reflErr = i.refl.Run(intern.WithOptions(ctx, i.decode)); reflErr != nil {
 			cancel()
 		}
 	})

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"github.com/loom-k8s/loom/internal/intern"
-	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // Sharing says which parts of the objects an informer decodes it shares
@@ -45,8 +44,8 @@ const (
 var shared = intern.New()
 
 // decodeOptions are the decoder options of an informer.
-func decodeOptions(s Sharing, transform, dropManagedFields bool) protodec.Options {
-	o := protodec.Options{SkipManagedFields: dropManagedFields}
+func decodeOptions(s Sharing, transform, dropManagedFields bool) intern.Options {
+	o := intern.Options{SkipManagedFields: dropManagedFields}
 	if s == ShareAuto {
 		s = ShareAll
 		if transform {
@@ -55,7 +54,7 @@ func decodeOptions(s Sharing, transform, dropManagedFields bool) protodec.Option
 	}
 	switch s {
 	case ShareAll:
-		o.Share, o.Structs, o.Stats = shared, true, &protodec.Stats{}
+		o.Share, o.Structs, o.Stats = shared, true, &intern.Stats{}
 	case ShareBlobs:
 		o.Share = shared
 	}

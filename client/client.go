@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/loom-k8s/loom/internal/protodec"
+	"github.com/loom-k8s/loom/internal/intern"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/tracing"
 )
@@ -242,7 +242,7 @@ func (c *Client[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T]
 	if err != nil {
 		return nil, err
 	}
-	l := &List[T]{newItem: c.newObj, decode: protodec.OptionsFrom(ctx)}
+	l := &List[T]{newItem: c.newObj, decode: intern.OptionsFrom(ctx)}
 	var into any = l
 	if ul, ok := any(l).(*List[*unstructured.Unstructured]); ok {
 		into = &unstructuredList{ul}

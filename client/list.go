@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	"github.com/loom-k8s/loom/internal/jsondec"
 	"github.com/loom-k8s/loom/internal/protodec"
 )
@@ -20,8 +21,8 @@ type List[T any] struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []T `json:"items"`
 
-	newItem func() T         // protobuf decoding only
-	decode  protodec.Options // how Loom's decoder reads the items (an informer's sharing)
+	newItem func() T       // protobuf decoding only
+	decode  intern.Options // how Loom's decoder reads the items (an informer's sharing)
 }
 
 type protoItem interface{ Unmarshal([]byte) error }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	"github.com/loom-k8s/loom/internal/jsondec"
 	"github.com/loom-k8s/loom/internal/protodec"
 )
@@ -109,7 +110,7 @@ func mediaType(contentType string) string {
 // decodeInto decodes a whole response body of the given media type into v.
 // Objects decoded from protobuf get their apiVersion and kind set from the
 // envelope, so that JSON and protobuf results are identical.
-func decodeInto(mt string, data []byte, v any, o protodec.Options) error {
+func decodeInto(mt string, data []byte, v any, o intern.Options) error {
 	switch mt {
 	case MediaTypeProtobuf:
 		env, err := parseUnknown(data)
@@ -129,7 +130,7 @@ func decodeInto(mt string, data []byte, v any, o protodec.Options) error {
 
 // decodeProtoObject decodes a protobuf envelope's object into v; o are
 // the options of Loom's own decoder (sharing, for informers).
-func decodeProtoObject(env unknown, v any, o protodec.Options) error {
+func decodeProtoObject(env unknown, v any, o intern.Options) error {
 	pm, ok := v.(protoUnmarshaler)
 	if !ok {
 		return fmt.Errorf("response is protobuf but %T has no protobuf form", v)

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // StatusError is returned for a non-2xx response. It carries the server's
@@ -58,7 +57,7 @@ const maxErrorBody = 1 << 20
 func newStatusError(method, path string, code int, contentType string, body []byte, retryAfter int) *StatusError {
 	e := &StatusError{Method: method, Path: path, Code: code}
 	var st metav1.Status
-	if err := decodeInto(mediaType(contentType), body, &st, protodec.Options{}); err == nil && (st.Kind == "Status" || st.Status == metav1.StatusFailure) {
+	if err := decodeInto(mediaType(contentType), body, &st, intern.Options{}); err == nil && (st.Kind == "Status" || st.Status == metav1.StatusFailure) {
 		if st.Code == 0 {
 			st.Code = int32(code)
 		}

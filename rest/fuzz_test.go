@@ -6,11 +6,10 @@ import (
 	"io"
 	"testing"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // FuzzWatchDecode feeds arbitrary bytes to the watch decoder in both
@@ -77,7 +76,7 @@ func FuzzDecodeResponse(f *testing.F) {
 			mt = MediaTypeProtobuf
 		}
 		var pod corev1.Pod
-		_ = decodeInto(mt, data, &pod, protodec.Options{})
+		_ = decodeInto(mt, data, &pod, intern.Options{})
 		e := newStatusError("GET", "/p", 500, mt, data, 0)
 		if e.Error() == "" {
 			t.Fatal("empty error string")

@@ -14,10 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/conversion/queryparams"
-
-	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // Request is a request being built. Start one from a [Client] (Get, Post,
@@ -201,10 +200,10 @@ type Result struct {
 }
 
 // Into decodes the body into v according to its content type.
-func (res *Result) Into(v any) error { return res.into(v, protodec.Options{}) }
+func (res *Result) Into(v any) error { return res.into(v, intern.Options{}) }
 
 // into is Into with the decoder options an informer's context carries.
-func (res *Result) into(v any, o protodec.Options) error {
+func (res *Result) into(v any, o intern.Options) error {
 	if err := decodeInto(mediaType(res.ContentType), res.Body, v, o); err != nil {
 		return fmt.Errorf("rest: decoding response into %T: %w", v, err)
 	}
@@ -225,7 +224,7 @@ func (r *Request) Do(ctx context.Context, v any) error {
 	if v == nil || len(res.Body) == 0 && res.StatusCode == http.StatusNoContent {
 		return nil
 	}
-	err = res.into(v, protodec.OptionsFrom(ctx))
+	err = res.into(v, intern.OptionsFrom(ctx))
 	if mediaType(res.ContentType) == MediaTypeProtobuf && buf.Cap() <= maxPooledBody {
 		// The protobuf decoders copy what they keep (tested), so the
 		// buffer can read the next response: a paginated list then

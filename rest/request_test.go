@@ -23,7 +23,6 @@ import (
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/internal/clock"
 	"github.com/loom-k8s/loom/internal/intern"
-	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 func TestRequestURL(t *testing.T) {
@@ -137,7 +136,7 @@ func TestDoContentNegotiation(t *testing.T) {
 		t.Errorf("Content-Types = %q, want %q", ps.ctypes, wantCT)
 	}
 	var sent corev1.Pod
-	if err := decodeInto(MediaTypeProtobuf, ps.bodies[3], &sent, protodec.Options{}); err != nil || sent.Name != "new" {
+	if err := decodeInto(MediaTypeProtobuf, ps.bodies[3], &sent, intern.Options{}); err != nil || sent.Name != "new" {
 		t.Errorf("protobuf body decodes to %v, %v", sent.Name, err)
 	}
 }
@@ -462,8 +461,8 @@ func TestRetryWaitCaps(t *testing.T) {
 func TestPooledBodiesAreNotKept(t *testing.T) {
 	ps := &podServer{pod: testPod("first", "5")}
 	pc, _ := newTestClient(t, ps, Options{ContentType: Protobuf})
-	for _, o := range []protodec.Options{{}, {Share: intern.New(), Structs: true}} {
-		ctx := protodec.WithOptions(t.Context(), o)
+	for _, o := range []intern.Options{{}, {Share: intern.New(), Structs: true}} {
+		ctx := intern.WithOptions(t.Context(), o)
 		var kept []*corev1.Pod
 		var want []*corev1.Pod
 		for i := range 20 {

@@ -11,10 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-
-	"github.com/loom-k8s/loom/internal/protodec"
 )
 
 // Event is one watch event, decoded into the caller's type.
@@ -197,7 +196,7 @@ func (w *Watcher[PT]) decodeObject(obj []byte, v any) error {
 		if err != nil {
 			return err
 		}
-		return decodeProtoObject(env, v, protodec.OptionsFrom(w.ctx))
+		return decodeProtoObject(env, v, intern.OptionsFrom(w.ctx))
 	}
 	return decodeJSON(obj, v)
 }

@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/internal/intern"
 )
 
 // Errors returned for malformed input.
@@ -290,7 +292,7 @@ func Unmarshal(data []byte, v any) error {
 }
 
 // UnmarshalWith is [Unmarshal] with options.
-func UnmarshalWith(data []byte, v any, o Options) error {
+func UnmarshalWith(data []byte, v any, o intern.Options) error {
 	_, _, err := unmarshalStats(data, v, o)
 	if errors.Is(err, errUnshare) {
 		// A field came twice, and its first value was shared: protobuf
@@ -306,13 +308,13 @@ func UnmarshalWith(data []byte, v any, o Options) error {
 
 // unmarshal is Unmarshal that also reports how many string blocks it made.
 func unmarshal(data []byte, v any) (int, error) {
-	n, _, err := unmarshalStats(data, v, Options{})
+	n, _, err := unmarshalStats(data, v, intern.Options{})
 	return n, err
 }
 
 // unmarshalStats is Unmarshal that also reports how many string blocks it
 // made and their total size.
-func unmarshalStats(data []byte, v any, o Options) (blocks, bytes int, _ error) {
+func unmarshalStats(data []byte, v any, o intern.Options) (blocks, bytes int, _ error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return 0, 0, fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
@@ -330,7 +332,7 @@ type decoder struct {
 	data  []byte
 	arena []byte // the current block strings are copied into
 	root  *plan
-	opts  Options
+	opts  intern.Options
 
 	// Fields this decoder set to a value from the table, which a
 	// repeated occurrence of the field must not merge into.

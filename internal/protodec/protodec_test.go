@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -110,7 +111,7 @@ func TestOnlyStringsAreKept(t *testing.T) {
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: &metav1.FieldsV1{Raw: big}}}
 	data, _ := pod.Marshal()
 	var got corev1.Pod
-	blocks, size, err := unmarshalStats(data, &got, Options{})
+	blocks, size, err := unmarshalStats(data, &got, intern.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

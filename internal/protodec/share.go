@@ -1,93 +1,22 @@
 package protodec
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/loom-k8s/loom/internal/intern"
 )
 
-// Options change what Unmarshal makes. The zero value decodes everything
-// into values of the result's own.
-type Options struct {
-	// Share, when set, makes identical parts of the objects decoded with
-	// the same table one value: byte fields of 16 bytes or more (the
-	// managed-fields blobs), and, with Structs, repeated messages
-	// (containers, volumes, owner references), pointers to messages,
-	// string maps (labels, annotations) and resource lists. Messages
-	// holding a time (conditions, container statuses) are never shared.
-	// The shared parts must never be changed in place.
-	Share   *intern.Table
-	Structs bool
-	// Stats, when set, counts how often each field's values were found
-	// in Share, and a field whose values turn out mostly unique is no
-	// longer looked up by decoders given the same Stats. Nil: every
-	// field is always looked up.
-	Stats *Stats
-	// SkipManagedFields leaves metadata.managedFields out of every
-	// ObjectMeta.
-	SkipManagedFields bool
-}
+// managedFieldsNum is ObjectMeta.ManagedFields' field number.
+const managedFieldsNum = 17
 
-type optionsKey struct{}
-
-// WithOptions returns a context that asks decoders reading a response
-// for it to use o.
-func WithOptions(ctx context.Context, o Options) context.Context {
-	return context.WithValue(ctx, optionsKey{}, o)
-}
-
-// OptionsFrom returns the options ctx carries (the zero value if none).
-func OptionsFrom(ctx context.Context) Options {
-	if ctx == nil {
-		return Options{}
-	}
-	o, _ := ctx.Value(optionsKey{}).(Options)
-	return o
-}
-
-const (
-	// managedFieldsNum is ObjectMeta.ManagedFields' field number.
-	managedFieldsNum = 17
-	// minShared is the smallest value worth a table entry (an entry
-	// costs about as much), and keeps values out of the runtime's tiny
-	// allocator, whose batching could keep dead entries alive.
-	minShared = 16
-	// A field is looked up at least warmup times, and then only while at
-	// least one lookup in hitShare finds its value.
-	warmup   = 1024
-	hitShare = 16
-)
-
-// Stats are the lookup counts of one user of the table (an informer).
-// The zero value is ready to use.
-type Stats struct {
-	m sync.Map // *field → *counter
-}
-
-type counter struct{ tries, hits atomic.Int64 }
-
-func (s *Stats) of(f *field) *counter {
-	if c, ok := s.m.Load(f); ok {
-		return c.(*counter)
-	}
-	c, _ := s.m.LoadOrStore(f, &counter{})
-	return c.(*counter)
-}
+// minShared is the smallest value worth a table entry.
+const minShared = intern.MinShared
 
 // sharing reports whether f's values are still looked up.
-func (d *decoder) sharing(f *field) bool {
-	if d.opts.Stats == nil {
-		return true
-	}
-	c := d.opts.Stats.of(f)
-	t := c.tries.Load()
-	return t < warmup || c.hits.Load()*hitShare >= t
-}
+func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(f) }
 
 // shared decodes the field at start (header included; data is its
 // payload, fieldLen its length with the header) from or into the table, when it is a kind that is shared: a
@@ -217,17 +146,7 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 }
 
 // lookup returns k's value in the table, counting the try for f.
-func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
-	v := d.opts.Share.Get(k)
-	if d.opts.Stats != nil {
-		c := d.opts.Stats.of(f)
-		c.tries.Add(1)
-		if v != nil {
-			c.hits.Add(1)
-		}
-	}
-	return v
-}
+func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer { return d.opts.Lookup(f, k) }
 
 // child returns a decoder for a value that may be shared: its strings get
 // blocks of their own, so that a shared value never keeps the strings of

@@ -22,7 +22,7 @@ func managedPod(name string) *corev1.Pod {
 	return p
 }
 
-func decodeShared(t *testing.T, o Options, p *corev1.Pod) *corev1.Pod {
+func decodeShared(t *testing.T, o intern.Options, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	data, err := p.Marshal()
 	if err != nil {
@@ -45,12 +45,12 @@ func decodeShared(t *testing.T, o Options, p *corev1.Pod) *corev1.Pod {
 func TestSharing(t *testing.T) {
 	tests := []struct {
 		name         string
-		opts         Options
+		opts         intern.Options
 		structs, mfs bool // containers, labels and pointers shared; managed-fields blobs shared
 	}{
-		{"off", Options{}, false, false},
-		{"bytes", Options{Share: intern.New()}, false, true},
-		{"all", Options{Share: intern.New(), Structs: true}, true, true},
+		{"off", intern.Options{}, false, false},
+		{"bytes", intern.Options{Share: intern.New()}, false, true},
+		{"all", intern.Options{Share: intern.New(), Structs: true}, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestSharing(t *testing.T) {
 // string blocks of its own: the containers b takes from the table must not
 // keep alive the block that holds a's name.
 func TestSharedValuesDoNotKeepTheirFirstObject(t *testing.T) {
-	o := Options{Share: intern.New(), Structs: true}
+	o := intern.Options{Share: intern.New(), Structs: true}
 	a := decodeShared(t, o, managedPod("a"))
 	b := decodeShared(t, o, managedPod("b"))
 	if &a.Spec.Containers[0] != &b.Spec.Containers[0] {
@@ -109,7 +109,7 @@ func TestSharedValuesDoNotKeepTheirFirstObject(t *testing.T) {
 }
 
 func TestSkipManagedFields(t *testing.T) {
-	got := decodeShared(t, Options{SkipManagedFields: true}, managedPod("a"))
+	got := decodeShared(t, intern.Options{SkipManagedFields: true}, managedPod("a"))
 	if got.ManagedFields != nil {
 		t.Fatal("managedFields decoded")
 	}
@@ -119,7 +119,7 @@ func TestSkipManagedFields(t *testing.T) {
 // them.
 func TestTableEntriesDie(t *testing.T) {
 	tab := intern.New()
-	o := Options{Share: tab, Structs: true}
+	o := intern.Options{Share: tab, Structs: true}
 	pods := []*corev1.Pod{decodeShared(t, o, managedPod("a")), decodeShared(t, o, managedPod("b"))}
 	if tab.Len() == 0 {
 		t.Fatal("nothing shared")
@@ -139,19 +139,19 @@ func TestTableEntriesDie(t *testing.T) {
 // TestMostlyUniqueFieldsStopSharing checks that a field whose values never
 // repeat stops being looked up.
 func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
-	o := Options{Share: intern.New(), Structs: true, Stats: &Stats{}}
+	o := intern.Options{Share: intern.New(), Structs: true, Stats: &intern.Stats{}}
 	var keep []*corev1.Pod
-	for i := range 2 * warmup {
+	for i := range 2048 { // twice the table's warmup
 		p := managedPod("p")
 		p.Spec.Containers[0].Image = "img:" + string(rune('a'+i%26)) + time.Duration(i).String()
 		keep = append(keep, decodeShared(t, o, p))
 	}
 	f := planFor(reflect.TypeFor[corev1.PodSpec]()).byNum[2] // containers
 	d := decoder{opts: o}
-	if c := o.Stats.of(f); d.sharing(f) {
-		t.Fatalf("containers still shared after %d lookups, %d hits", c.tries.Load(), c.hits.Load())
+	if d.sharing(f) {
+		t.Fatal("containers still shared after 2,048 lookups of unique values")
 	}
-	if d := (decoder{opts: Options{Share: o.Share, Structs: true, Stats: &Stats{}}}); !d.sharing(f) {
+	if d := (decoder{opts: intern.Options{Share: o.Share, Structs: true, Stats: &intern.Stats{}}}); !d.sharing(f) {
 		t.Fatal("a decoder with stats of its own does not share containers")
 	}
 	runtime.KeepAlive(keep)
@@ -161,7 +161,7 @@ func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
 // metadata comes twice (protobuf merges the second into the first): the
 // labels map taken from the table must not get the second's labels.
 func TestRepeatedFieldDoesNotChangeASharedValue(t *testing.T) {
-	o := Options{Share: intern.New(), Structs: true}
+	o := intern.Options{Share: intern.New(), Structs: true}
 	first := decodeShared(t, o, managedPod("a"))
 	data, _ := managedPod("b").Marshal()
 	extra, _ := (&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"extra": "x"}},

@@ -60,7 +60,7 @@ func filler(seed int64) *randfill.Filler {
 }
 
 // sharing is the informers' decoding: identical parts shared.
-var sharing = protodec.Options{Share: intern.New(), Structs: true}
+var sharing = intern.Options{Share: intern.New(), Structs: true}
 
 func TestDifferential(t *testing.T) {
 	for _, newObj := range differentialTypes {

@@ -1,0 +1,100 @@
+package intern
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Options tell Loom's decoders (internal/protodec for protobuf,
+// internal/jsondec for JSON) how to use a table. The zero value decodes
+// every object into values of its own.
+type Options struct {
+	// Share, when set, makes identical parts of the objects decoded with
+	// the same table one value: byte blobs of 16 bytes or more (the
+	// managed-fields blobs), and, with Structs, lists of structs
+	// (containers, volumes, owner references), pointers to structs,
+	// string maps (labels, annotations) and resource lists. Structs
+	// holding a time (conditions, container statuses) are never shared.
+	// The shared parts must never be changed in place.
+	Share   *Table
+	Structs bool
+	// Stats, when set, counts how often each field's values were found
+	// in Share, and a field whose values turn out mostly unique is no
+	// longer looked up by decoders given the same Stats. Nil: every
+	// field is always looked up.
+	Stats *Stats
+	// SkipManagedFields leaves metadata.managedFields out of every
+	// ObjectMeta.
+	SkipManagedFields bool
+}
+
+type optionsKey struct{}
+
+// WithOptions returns a context that asks decoders reading a response
+// for it to use o.
+func WithOptions(ctx context.Context, o Options) context.Context {
+	return context.WithValue(ctx, optionsKey{}, o)
+}
+
+// OptionsFrom returns the options ctx carries (the zero value if none).
+func OptionsFrom(ctx context.Context) Options {
+	if ctx == nil {
+		return Options{}
+	}
+	o, _ := ctx.Value(optionsKey{}).(Options)
+	return o
+}
+
+// A field is looked up at least warmup times, and then only while at
+// least one lookup in hitShare finds its value.
+const (
+	warmup   = 1024
+	hitShare = 16
+)
+
+// MinShared is the smallest value worth a table entry (an entry costs
+// about as much). It also keeps values out of the runtime's tiny
+// allocator, whose batching could keep dead entries alive.
+const MinShared = 16
+
+// Stats are the lookup counts of one user of the table (an informer),
+// per field. A field is named by any comparable value a decoder chooses
+// (its own description of the field). The zero value is ready to use.
+type Stats struct {
+	m sync.Map // field → *counter
+}
+
+type counter struct{ tries, hits atomic.Int64 }
+
+func (s *Stats) of(field any) *counter {
+	if c, ok := s.m.Load(field); ok {
+		return c.(*counter)
+	}
+	c, _ := s.m.LoadOrStore(field, &counter{})
+	return c.(*counter)
+}
+
+// Sharing reports whether the values of field are still looked up.
+func (o *Options) Sharing(field any) bool {
+	if o.Stats == nil {
+		return true
+	}
+	c := o.Stats.of(field)
+	t := c.tries.Load()
+	return t < warmup || c.hits.Load()*hitShare >= t
+}
+
+// Lookup returns k's value in the table, counting the try for field.
+func (o *Options) Lookup(field any, k Key) unsafe.Pointer {
+	v := o.Share.Get(k)
+	if o.Stats != nil {
+		c := o.Stats.of(field)
+		c.tries.Add(1)
+		if v != nil {
+			c.hits.Add(1)
+		}
+	}
+	return v
+}
