@@ -28,7 +28,7 @@ const (
 	// hold a time (conditions, container statuses, managed-fields
 	// entries) record one object's history and are never shared. Kinds of fields whose
 	// values turn out mostly unique among an informer's objects (after
-	// 1,024 lookups, fewer than one in 16 found) stop being looked up by
+	// 4,096 lookups, fewer than one in 16 found) stop being looked up by
 	// that informer.
 	ShareAll
 	// ShareBlobs shares only byte fields of 16 bytes or more, which in

@@ -2,9 +2,13 @@ package intern
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Options tell Loom's decoders (internal/protodec for protobuf,
@@ -48,9 +52,10 @@ func OptionsFrom(ctx context.Context) Options {
 }
 
 // A field is looked up at least warmup times, and then only while at
-// least one lookup in hitShare finds its value.
+// least one lookup in hitShare finds its value. The warmup is long since
+// the replicas of one workload can lie far apart in a list.
 const (
-	warmup   = 1024
+	warmup   = 4096
 	hitShare = 16
 )
 
@@ -97,4 +102,52 @@ func (o *Options) Lookup(field any, k Key) unsafe.Pointer {
 		}
 	}
 	return v
+}
+
+var timeTypes = map[reflect.Type]bool{
+	reflect.TypeFor[metav1.Time]():      true,
+	reflect.TypeFor[metav1.MicroTime](): true,
+	reflect.TypeFor[time.Time]():        true,
+}
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+
+var holdsTime sync.Map // reflect.Type → bool
+
+// HoldsTime reports whether a value of type t contains a time, directly
+// or through its fields, pointers, slices, arrays or map values, other
+// than the timestamps of an object's metadata (which a template, such as
+// a volume claim template inside a Pod's volumes, holds but leaves
+// empty). Such values (conditions, container statuses, managed-fields
+// entries) record one object's history, are almost never identical
+// across objects, and are not worth looking up: decoders never share
+// them.
+func HoldsTime(t reflect.Type) bool {
+	if v, ok := holdsTime.Load(t); ok {
+		return v.(bool)
+	}
+	v := holds(t, map[reflect.Type]bool{})
+	holdsTime.Store(t, v)
+	return v
+}
+
+func holds(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if timeTypes[t] {
+		return true
+	}
+	if seen[t] || t == objectMetaType {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return holds(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if holds(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -63,6 +63,7 @@ type field struct {
 	val    kind // map value kind
 	valSub *plan
 	custom customKind
+	timed  bool // elem holds a time: never shared
 }
 
 type customKind uint8
@@ -210,6 +211,7 @@ func scalarKind(t reflect.Type, wire string) (kind, uintptr, error) {
 }
 
 func (f *field) setup(t reflect.Type, wire string, rep bool, building map[reflect.Type]*plan) error {
+	f.timed = intern.HoldsTime(t)
 	switch {
 	case isCustom(t):
 		f.elem = t

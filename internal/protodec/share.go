@@ -24,7 +24,7 @@ func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(f) }
 // message. It returns how many bytes of start it consumed, 0 if the
 // field is left to the plain decoder.
 func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data, start []byte, fieldLen int) (int, error) {
-	if !d.opts.Structs || !d.sharing(f) {
+	if !d.opts.Structs || f.timed || !d.sharing(f) {
 		return 0, nil
 	}
 	switch {

@@ -141,7 +141,7 @@ func TestTableEntriesDie(t *testing.T) {
 func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
 	o := intern.Options{Share: intern.New(), Structs: true, Stats: &intern.Stats{}}
 	var keep []*corev1.Pod
-	for i := range 2048 { // twice the table's warmup
+	for i := range 8192 { // twice the table's warmup
 		p := managedPod("p")
 		p.Spec.Containers[0].Image = "img:" + string(rune('a'+i%26)) + time.Duration(i).String()
 		keep = append(keep, decodeShared(t, o, p))
@@ -149,7 +149,7 @@ func TestMostlyUniqueFieldsStopSharing(t *testing.T) {
 	f := planFor(reflect.TypeFor[corev1.PodSpec]()).byNum[2] // containers
 	d := decoder{opts: o}
 	if d.sharing(f) {
-		t.Fatal("containers still shared after 2,048 lookups of unique values")
+		t.Fatal("containers still shared after 8,192 lookups of unique values")
 	}
 	if d := (decoder{opts: intern.Options{Share: o.Share, Structs: true, Stats: &intern.Stats{}}}); !d.sharing(f) {
 		t.Fatal("a decoder with stats of its own does not share containers")

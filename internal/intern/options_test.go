@@ -1,0 +1,61 @@
+package intern
+
+import (
+	"reflect"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestHoldsTime(t *testing.T) {
+	for _, tc := range []struct {
+		t    reflect.Type
+		want bool
+	}{
+		{reflect.TypeFor[corev1.Container](), false},
+		{reflect.TypeFor[[]corev1.Volume](), false},
+		{reflect.TypeFor[*corev1.PodSecurityContext](), false},
+		{reflect.TypeFor[map[string]string](), false},
+		{reflect.TypeFor[corev1.PodCondition](), true},
+		{reflect.TypeFor[[]corev1.ContainerStatus](), true}, // through State.Running.StartedAt
+		{reflect.TypeFor[metav1.ManagedFieldsEntry](), true},
+		{reflect.TypeFor[*metav1.Time](), true},
+		{reflect.TypeFor[corev1.PodSpec](), false},
+	} {
+		if got := HoldsTime(tc.t); got != tc.want {
+			t.Errorf("HoldsTime(%v) = %v, want %v", tc.t, got, tc.want)
+		}
+	}
+}
+
+func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
+	tab := New()
+	type field struct{ name string }
+	unique, common := &field{"unique"}, &field{"common"}
+	o := Options{Share: tab, Stats: &Stats{}}
+	v := new([32]byte)
+	ck := KeyOf([]byte("common"), nil, 1)
+	tab.Put(ck, unsafe.Pointer(v))
+	for i := range 2 * warmup {
+		if !o.Sharing(common) {
+			t.Fatalf("a field found on every lookup stopped being looked up after %d", i)
+		}
+		o.Lookup(common, ck)
+		if o.Sharing(unique) {
+			o.Lookup(unique, KeyOf([]byte{byte(i), byte(i >> 8)}, nil, 2))
+		}
+	}
+	if o.Sharing(unique) {
+		t.Error("a field never found is still looked up")
+	}
+	if other := (Options{Share: tab, Stats: &Stats{}}); !other.Sharing(unique) {
+		t.Error("stats of another user stopped its lookups")
+	}
+	if none := (Options{Share: tab}); !none.Sharing(unique) {
+		t.Error("without stats a field must always be looked up")
+	}
+	runtime.KeepAlive(v)
+}
