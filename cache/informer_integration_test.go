@@ -115,11 +115,16 @@ func cmHandler(h *history) cache.Handler[*corev1.ConfigMap] {
 
 func restFrom(t *testing.T, kubeconfig string) *rest.Client {
 	t.Helper()
+	return restWith(t, kubeconfig, rest.Protobuf)
+}
+
+func restWith(t *testing.T, kubeconfig string, ct rest.ContentType) *rest.Client {
+	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Path: kubeconfig})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
+	rc, err := rest.New(cfg, rest.Options{ContentType: ct})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,14 +355,17 @@ func TestInformersAgainstAServer(t *testing.T) {
 	t.Run("identical parts are shared, and a write to a shared part is caught", func(t *testing.T) {
 		kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "sharing")
 		kubectlIn(t, env.KubeconfigPath, configMaps("sharing", []string{"a", "b", "c"}, "same"), "apply", "-f", "-")
-		live, err := client.For[corev1.ConfigMap](rc, client.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		jrc := restWith(t, env.KubeconfigPath, rest.JSON)
+		clients = append(clients, jrc)
 		for _, tc := range []struct {
+			wire    *rest.Client
 			sharing cache.Sharing
 			shared  bool
-		}{{cache.ShareAuto, true}, {cache.ShareOff, false}} {
+		}{{rc, cache.ShareAuto, true}, {rc, cache.ShareOff, false}, {jrc, cache.ShareAuto, true}, {jrc, cache.ShareOff, false}} {
+			live, err := client.For[corev1.ConfigMap](tc.wire, client.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var mu sync.Mutex
 			var reported []error
 			inf := cache.NewInformer(cache.ListWatch(live.Namespace("sharing"), cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{
@@ -384,11 +392,11 @@ func TestInformersAgainstAServer(t *testing.T) {
 			shared := reflect.ValueOf(a.Data).UnsafePointer() == reflect.ValueOf(c.Data).UnsafePointer() &&
 				reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(c.Labels).UnsafePointer()
 			if shared != tc.shared {
-				t.Fatalf("sharing %d: data and labels shared: %t, want %t", tc.sharing, shared, tc.shared)
+				t.Fatalf("%s, sharing %d: data and labels shared: %t, want %t", tc.wire.ContentType(), tc.sharing, shared, tc.shared)
 			}
 			a.Data["v"] = "changed in place" // forbidden: the cache is read-only
 			var me *cache.MutationError
-			err := inf.CheckMutations()
+			err = inf.CheckMutations()
 			want := []string{"sharing/a"}
 			if tc.shared {
 				// All three hold the same data, so the write reached
@@ -396,7 +404,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 				want = []string{"sharing/a", "sharing/b", "sharing/c"}
 			}
 			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
-				t.Fatalf("sharing %d: CheckMutations = %v, want a MutationError for %v", tc.sharing, err, want)
+				t.Fatalf("%s, sharing %d: CheckMutations = %v, want a MutationError for %v", tc.wire.ContentType(), tc.sharing, err, want)
 			}
 		}
 	})

@@ -11,9 +11,12 @@ import (
 // fraction of the memory. Shared parts live as long as the last object
 // that uses them.
 //
-// Sharing applies to objects that Loom's own decoder reads from the
-// protobuf wire (built-in types, through Loom's rest client); JSON and
-// custom ListerWatchers decode as before.
+// Sharing applies to typed objects that Loom's own decoders read through
+// Loom's rest client, from the protobuf wire or from JSON (custom
+// resources decoded into Go structs). Unstructured objects and custom
+// ListerWatchers decode as before. On JSON, parts are shared when their
+// JSON text is byte for byte the same, which the API server's serializer
+// makes so for equal values.
 type Sharing uint8
 
 const (

@@ -122,7 +122,7 @@ func decodeInto(mt string, data []byte, v any, o intern.Options) error {
 		if len(data) == 0 {
 			return errors.New("empty response body")
 		}
-		return decodeJSON(data, v)
+		return decodeJSON(data, v, o)
 	default:
 		return fmt.Errorf("unsupported response content type %q", mt)
 	}
@@ -187,8 +187,9 @@ var jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 // '.'. Unstructured objects go through internal/jsondec's map parser,
 // struct types through its typed decoder (both checked against util/json
 // by differential fuzz tests), and types it cannot plan (or that decode
-// themselves) through encoding/json.
-func decodeJSON(data []byte, v any) error {
+// themselves) through encoding/json. o are the typed decoder's options
+// (sharing, for informers).
+func decodeJSON(data []byte, v any, o intern.Options) error {
 	if u, ok := v.(*unstructured.Unstructured); ok {
 		m, err := jsondec.Object(data)
 		if err != nil {
@@ -201,7 +202,7 @@ func decodeJSON(data []byte, v any) error {
 		return nil
 	}
 	if fastJSON(v) {
-		return jsondec.Decode(data, v)
+		return jsondec.DecodeWith(data, v, o)
 	}
 	return json.Unmarshal(data, v)
 }

@@ -198,7 +198,7 @@ func (w *Watcher[PT]) decodeObject(obj []byte, v any) error {
 		}
 		return decodeProtoObject(env, v, intern.OptionsFrom(w.ctx))
 	}
-	return decodeJSON(obj, v)
+	return decodeJSON(obj, v, intern.OptionsFrom(w.ctx))
 }
 
 // fill reads more data into the buffer, growing it so that at least need

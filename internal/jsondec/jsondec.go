@@ -27,6 +27,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/loom-k8s/loom/internal/intern"
 )
 
 const maxDepth = 10000
@@ -77,6 +79,7 @@ type parser struct {
 	arena []byte // the current block strings are copied into
 	i     int
 	key   string // scratch for map keys of named string types
+	opts  intern.Options
 
 	arenas int // string blocks allocated (tests)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 
 	"fmt"
 	"reflect"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/loom-k8s/loom/internal/intern"
 )
 
 // Typed decoding: JSON into Go structs (the k8s.io/api types, custom
@@ -48,14 +51,15 @@ type tplan struct {
 	kind   tkind
 	size   uintptr
 	elem   *tplan            // slice, pointer and map values
-	fields map[string]tfield // struct fields by JSON name
-	strMap bool              // map with string-kind keys and values
+	fields map[string]*tfield // struct fields by JSON name
+	strMap bool               // map with string-kind keys and values
 	failed error
 }
 
 type tfield struct {
-	off  uintptr
-	plan *tplan
+	off   uintptr
+	plan  *tplan
+	share shareKind // how the field's values are shared (share.go)
 }
 
 var tplans sync.Map // reflect.Type → *tplan
@@ -88,6 +92,11 @@ func tplanFor(t reflect.Type) *tplan {
 					break
 				}
 			}
+		}
+	}
+	for _, bp := range building {
+		for _, f := range bp.fields {
+			f.share = shareOf(f.plan)
 		}
 	}
 	for bt, bp := range building {
@@ -154,7 +163,7 @@ func tbuild(t reflect.Type, building map[reflect.Type]*tplan) *tplan {
 		p.strMap = t.Elem().Kind() == reflect.String && p.elem.kind == tString
 	case reflect.Struct:
 		p.kind = tStruct
-		p.fields = map[string]tfield{}
+		p.fields = map[string]*tfield{}
 		if err := addFields(p, t, building); err != nil {
 			p.failed = err
 		}
@@ -216,7 +225,7 @@ func addFields(p *tplan, t reflect.Type, building map[reflect.Type]*tplan) error
 				continue // a shallower field wins
 			}
 			depth[name] = cur.depth
-			p.fields[name] = tfield{off: cur.off + sf.Offset, plan: tbuild(sf.Type, building)}
+			p.fields[name] = &tfield{off: cur.off + sf.Offset, plan: tbuild(sf.Type, building)}
 		}
 	}
 	return nil
@@ -230,12 +239,20 @@ func addFields(p *tplan, t reflect.Type, building map[reflect.Type]*tplan) error
 // (the Items of a list) gets its own copy, so that keeping one item does
 // not keep the whole list's bytes alive.
 func Decode(data []byte, v any) error {
-	_, err := decode(data, v)
+	_, err := decode(data, v, intern.Options{})
 	return err
 }
 
-// decode is Decode that also reports how many string copies it made.
-func decode(data []byte, v any) (arenas int, err error) {
+// DecodeWith is [Decode] with options: identical parts of the objects it
+// decodes come from o.Share's table (see [intern.Options]), and o can
+// leave managed fields out.
+func DecodeWith(data []byte, v any, o intern.Options) error {
+	_, err := decode(data, v, o)
+	return err
+}
+
+// decode is DecodeWith that also reports how many string copies it made.
+func decode(data []byte, v any, o intern.Options) (arenas int, err error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return 0, fmt.Errorf("jsondec: need a non-nil pointer, got %T", v)
@@ -244,11 +261,22 @@ func decode(data []byte, v any) (arenas int, err error) {
 	if pl.failed != nil {
 		return 0, pl.failed
 	}
-	p := parser{data: data}
-	if err := p.into(pl, rv.UnsafePointer(), 0); err != nil {
-		return p.arenas, err
+	p := parser{data: data, opts: o}
+	err = p.into(pl, rv.UnsafePointer(), 0)
+	if err == nil {
+		err = p.end()
 	}
-	return p.arenas, p.end()
+	if errors.Is(err, errUnshare) {
+		// A key came twice, and its first value was shared: decoding
+		// the second would change it in place. Servers do not write such
+		// objects; decode this one again without the table.
+		rv.Elem().SetZero()
+		p = parser{data: data, opts: intern.Options{SkipManagedFields: o.SkipManagedFields}}
+		if err = p.into(pl, rv.UnsafePointer(), 0); err == nil {
+			err = p.end()
+		}
+	}
+	return p.arenas, err
 }
 
 // TypeError reports a JSON value of the wrong type for its Go destination.
@@ -268,24 +296,33 @@ func (p *parser) typeErr(what string, t reflect.Type) error {
 
 // skipValue validates and skips one value, returning its bytes.
 func (p *parser) skipValue(depth int) ([]byte, error) {
-	p.skipSpace()
-	start := p.i
-	if _, err := p.valueNoAlloc(depth); err != nil {
-		return nil, err
-	}
-	return p.data[start:p.i], nil
+	raw, _, err := p.skipCount(depth)
+	return raw, err
 }
 
-// valueNoAlloc is value without building the result (used to skip).
-func (p *parser) valueNoAlloc(depth int) (struct{}, error) {
+// skipCount is skipValue that also returns how many elements (of an
+// array) or entries (of an object) the value has.
+func (p *parser) skipCount(depth int) ([]byte, int, error) {
+	p.skipSpace()
+	start := p.i
+	n, err := p.valueNoAlloc(depth)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p.data[start:p.i], n, nil
+}
+
+// valueNoAlloc is value without building the result (used to skip). It
+// returns the number of elements or entries of an array or object.
+func (p *parser) valueNoAlloc(depth int) (int, error) {
 	p.skipSpace()
 	if p.i >= len(p.data) {
-		return struct{}{}, p.errf("unexpected end of input")
+		return 0, p.errf("unexpected end of input")
 	}
 	switch c := p.data[p.i]; {
 	case c == '{' || c == '[':
 		if depth >= maxDepth {
-			return struct{}{}, p.errf("exceeded max depth")
+			return 0, p.errf("exceeded max depth")
 		}
 		closer := byte('}')
 		if c == '[' {
@@ -295,45 +332,47 @@ func (p *parser) valueNoAlloc(depth int) (struct{}, error) {
 		p.skipSpace()
 		if p.i < len(p.data) && p.data[p.i] == closer {
 			p.i++
-			return struct{}{}, nil
+			return 0, nil
 		}
+		n := 0
 		for {
 			if c == '{' {
 				p.skipSpace()
 				if p.i >= len(p.data) || p.data[p.i] != '"' {
-					return struct{}{}, p.errf("expected a string for an object key")
+					return 0, p.errf("expected a string for an object key")
 				}
 				if err := p.skipString(); err != nil {
-					return struct{}{}, err
+					return 0, err
 				}
 				p.skipSpace()
 				if p.i >= len(p.data) || p.data[p.i] != ':' {
-					return struct{}{}, p.errf("expected ':' after object key")
+					return 0, p.errf("expected ':' after object key")
 				}
 				p.i++
 			}
 			if _, err := p.valueNoAlloc(depth + 1); err != nil {
-				return struct{}{}, err
+				return 0, err
 			}
+			n++
 			p.skipSpace()
 			if p.i >= len(p.data) {
-				return struct{}{}, p.errf("unexpected end of input")
+				return 0, p.errf("unexpected end of input")
 			}
 			switch p.data[p.i] {
 			case ',':
 				p.i++
 			case closer:
 				p.i++
-				return struct{}{}, nil
+				return n, nil
 			default:
-				return struct{}{}, p.errf("expected ',' or closing bracket")
+				return 0, p.errf("expected ',' or closing bracket")
 			}
 		}
 	case c == '"':
-		return struct{}{}, p.skipString()
+		return 0, p.skipString()
 	default:
 		_, err := p.value(depth)
-		return struct{}{}, err
+		return 0, err
 	}
 }
 
@@ -594,13 +633,13 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		// the same field is decoded into, not cleared.
 		ep := unsafe.Add(h.data, uintptr(h.len)*esize)
 		h.len++
-		if depth == 1 && pl.elem.kind == tStruct {
+		if depth == 1 && (pl.elem.kind == tStruct || pl.elem.kind == tPtr && pl.elem.elem.kind == tStruct) {
 			// An item of a top-level list: string blocks of its own.
 			raw, err := p.skipValue(depth + 1)
 			if err != nil {
 				return err
 			}
-			sub := parser{data: raw}
+			sub := parser{data: raw, opts: p.opts}
 			if err := sub.into(pl.elem, ep, depth+1); err != nil {
 				return err
 			}
@@ -684,7 +723,15 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			return err
 		}
 		if f, ok := pl.fields[k]; ok {
-			err = p.into(f.plan, unsafe.Add(ptr, f.off), depth+1)
+			fp := unsafe.Add(ptr, f.off)
+			switch {
+			case p.opts.SkipManagedFields && pl.typ == objectMetaType && k == "managedFields":
+				_, err = p.skipValue(depth + 1)
+			case p.opts.Share != nil && f.share != shareNone:
+				err = p.shared(f, fp, depth+1)
+			default:
+				err = p.into(f.plan, fp, depth+1)
+			}
 		} else {
 			_, err = p.skipValue(depth + 1)
 		}

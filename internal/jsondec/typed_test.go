@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,6 +84,8 @@ func examplePod() *corev1.Pod {
 	}
 }
 
+var fuzzSharing = intern.Options{Share: intern.New(), Structs: true}
+
 // FuzzTypedMatchesReference decodes arbitrary bytes as a Pod with both
 // decoders: they must agree on success, and on the result.
 func FuzzTypedMatchesReference(f *testing.F) {
@@ -101,6 +104,15 @@ func FuzzTypedMatchesReference(f *testing.F) {
 		if werr == nil && !reflect.DeepEqual(&want, &got) {
 			t.Fatalf("decoders differ\nwant %+v\n got %+v", want, got)
 		}
+		// With sharing (the table outlives one input), likewise.
+		var shared corev1.Pod
+		serr := DecodeWith(data, &shared, fuzzSharing)
+		if (werr == nil) != (serr == nil) {
+			t.Fatalf("reference error %v, ours with sharing %v", werr, serr)
+		}
+		if werr == nil && !reflect.DeepEqual(&want, &shared) {
+			t.Fatalf("decoders differ with sharing\nwant %+v\n got %+v", want, shared)
+		}
 	})
 }
 
@@ -110,7 +122,7 @@ func TestListItemsHaveTheirOwnStrings(t *testing.T) {
 	list := corev1.PodList{Items: []corev1.Pod{*examplePod(), *examplePod(), *examplePod()}}
 	data, _ := json.Marshal(&list)
 	var got corev1.PodList
-	n, err := decode(data, &got)
+	n, err := decode(data, &got, intern.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +130,7 @@ func TestListItemsHaveTheirOwnStrings(t *testing.T) {
 		t.Fatalf("%d string blocks for a list of %d, want 1 + 3", n, len(got.Items))
 	}
 	var pod corev1.Pod
-	if n, err := decode(mustJSON(examplePod()), &pod); err != nil || n != 1 {
+	if n, err := decode(mustJSON(examplePod()), &pod, intern.Options{}); err != nil || n != 1 {
 		t.Fatalf("a Pod made %d blocks (%v), want 1", n, err)
 	}
 }

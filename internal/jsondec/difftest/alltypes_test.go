@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	"github.com/loom-k8s/loom/internal/apischeme"
+	"github.com/loom-k8s/loom/internal/intern"
 	"github.com/loom-k8s/loom/internal/jsondec"
 )
 
@@ -30,6 +31,9 @@ func filler(seed int64) *randfill.Filler {
 	})
 	return f
 }
+
+// sharing shares every kind of part, with a table of its own.
+var sharing = intern.Options{Share: intern.New(), Structs: true}
 
 func allTypes(t *testing.T) []reflect.Type {
 	types, err := apischeme.Types()
@@ -72,6 +76,17 @@ func TestTypedDifferentialAllTypes(t *testing.T) {
 			}
 			if !reflect.DeepEqual(want, got) {
 				t.Fatalf("%v iteration %d: decoders differ\nwant %+v\n got %+v", typ, i, want, got)
+			}
+			// With sharing, twice: the second decode takes its parts
+			// from the table.
+			for pass := range 2 {
+				shared := reflect.New(typ).Interface()
+				if err := jsondec.DecodeWith(data, shared, sharing); err != nil {
+					t.Fatalf("%v iteration %d, shared pass %d: %v\n%s", typ, i, pass, err, data)
+				}
+				if !reflect.DeepEqual(want, shared) {
+					t.Fatalf("%v iteration %d, shared pass %d: decoders differ\nwant %+v\n got %+v", typ, i, pass, want, shared)
+				}
 			}
 		}
 	}

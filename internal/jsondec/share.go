@@ -1,0 +1,160 @@
+package jsondec
+
+import (
+	"errors"
+	"reflect"
+	"unsafe"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/internal/intern"
+)
+
+// Sharing in the typed decoder: before decoding a struct field of a kind
+// that objects of one shape hold identically, the decoder skips over its
+// JSON text, hashes it, and takes the value from the table when the same
+// text was decoded before (see internal/intern). The text is the key, so
+// two objects share a value only when their JSON for it is byte for byte
+// the same, which the API server's serializer makes so for equal values.
+
+type shareKind uint8
+
+const (
+	shareNone  shareKind = iota
+	shareSlice           // a slice of structs: containers, volumes, owner references
+	sharePtr             // a pointer to a struct: security contexts, probes
+	shareMap             // a string map (labels, annotations, data) or a resource list
+	shareBlob            // metav1.FieldsV1, or a pointer to one: managed-fields blobs
+)
+
+var (
+	fieldsV1Type   = reflect.TypeFor[metav1.FieldsV1]()
+	quantityType   = reflect.TypeFor[resource.Quantity]()
+	objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+)
+
+// shareOf returns how values of a field of plan pl are shared.
+func shareOf(pl *tplan) shareKind {
+	switch {
+	case pl.typ == fieldsV1Type || pl.kind == tPtr && pl.elem.typ == fieldsV1Type:
+		return shareBlob
+	case intern.HoldsTime(pl.typ):
+		return shareNone
+	case pl.kind == tSlice && pl.elem.kind == tStruct && pl.elem.failed == nil:
+		return shareSlice
+	case pl.kind == tPtr && pl.elem.kind == tStruct && pl.elem.size >= intern.MinShared:
+		return sharePtr
+	case pl.kind == tMap && (pl.strMap || pl.elem.typ == quantityType):
+		return shareMap
+	}
+	return shareNone
+}
+
+// errUnshare stops a decode that would change a shared value.
+var errUnshare = errors.New("jsondec: a repeated key would change a shared value")
+
+// shared decodes the field f at fp, whose value starts at p.i, from or
+// into the table.
+func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
+	p.skipSpace()
+	if p.i >= len(p.data) || p.data[p.i] == 'n' {
+		return p.into(f.plan, fp, depth) // null clears the field; the end is an error
+	}
+	pl := f.plan
+	// Whether or not this value is looked up, a field that already has
+	// a value (its key came before) may hold one from the table, which
+	// decoding into would change.
+	switch f.share {
+	case shareSlice:
+		if h := (*sliceHeader)(fp); h.data != nil {
+			return errUnshare
+		}
+	case sharePtr, shareMap:
+		if *(*unsafe.Pointer)(fp) != nil {
+			return errUnshare
+		}
+	case shareBlob:
+		if pl.kind == tPtr && *(*unsafe.Pointer)(fp) != nil || pl.kind != tPtr && (*metav1.FieldsV1)(fp).Raw != nil {
+			return errUnshare
+		}
+	}
+	if f.share != shareBlob && !p.opts.Structs || !p.opts.Sharing(f) {
+		return p.into(pl, fp, depth)
+	}
+	c := p.data[p.i]
+	if f.share == shareBlob && c != '{' || f.share == shareSlice && c != '[' || (f.share == sharePtr || f.share == shareMap) && c != '{' {
+		return p.into(pl, fp, depth) // the plain decoder reports the mismatch
+	}
+	if depth >= maxDepth {
+		return p.errf("exceeded max depth")
+	}
+	start := p.i
+	raw, n, err := p.skipCount(depth)
+	if err != nil {
+		return err
+	}
+	if f.share == shareBlob && len(raw) < intern.MinShared || f.share == shareSlice && uintptr(n)*pl.elem.size < intern.MinShared {
+		// Too small to be worth an entry, or (a byte array of fewer
+		// than 16 bytes) too small for the table to see it die.
+		p.i = start
+		return p.into(pl, fp, depth)
+	}
+	k := intern.KeyOf(raw, unsafe.Pointer(pl), n)
+	v := p.opts.Lookup(f, k)
+	switch f.share {
+	case shareBlob:
+		if v == nil {
+			c := make([]byte, len(raw))
+			copy(c, raw)
+			v = p.opts.Share.Put(k, unsafe.Pointer(&c[0]))
+		}
+		blob := unsafe.Slice((*byte)(v), len(raw))
+		if pl.kind == tPtr {
+			*(**metav1.FieldsV1)(fp) = &metav1.FieldsV1{Raw: blob}
+		} else {
+			(*metav1.FieldsV1)(fp).Raw = blob
+		}
+		return nil
+	case shareSlice:
+		h := (*sliceHeader)(fp)
+		if v == nil {
+			// Exactly n elements, decoded by a parser whose strings are
+			// its own, so that the shared value never keeps the text of
+			// the object it was first decoded for alive.
+			h.data, h.len, h.cap = newArray(pl.elem.typ, n), 0, n
+			sub := parser{data: raw, opts: p.opts}
+			if err := sub.slice(pl, fp, depth); err != nil {
+				return err
+			}
+			if h.len != n || h.cap != n {
+				return p.errf("array changed length while decoding") // cannot happen: the skip counted it
+			}
+			v = p.opts.Share.Put(k, h.data)
+		}
+		h.data, h.len, h.cap = v, n, n
+		return nil
+	case sharePtr:
+		if v == nil {
+			obj := reflect.New(pl.elem.typ).UnsafePointer()
+			sub := parser{data: raw, opts: p.opts}
+			if err := sub.into(pl.elem, obj, depth); err != nil {
+				return err
+			}
+			v = p.opts.Share.Put(k, obj)
+		}
+		*(*unsafe.Pointer)(fp) = v
+		return nil
+	default: // shareMap
+		if v == nil {
+			*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(pl.typ, n).UnsafePointer()
+			sub := parser{data: raw, opts: p.opts}
+			if err := sub.mapInto(pl, fp, depth); err != nil {
+				return err
+			}
+			v = p.opts.Share.Put(k, *(*unsafe.Pointer)(fp))
+		}
+		*(*unsafe.Pointer)(fp) = v
+		return nil
+	}
+}

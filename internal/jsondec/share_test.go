@@ -1,0 +1,145 @@
+package jsondec
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/loom-k8s/loom/internal/intern"
+)
+
+// managedPod is examplePod with a security context, a probe and managed
+// fields: every kind of part that is shared.
+func managedPod(name string) *corev1.Pod {
+	p := examplePod()
+	p.Name = name
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: new(bool), FSGroup: new(int64)}
+	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{},"f:phase":{},"f:podIP":{}}}`)}}}
+	return p
+}
+
+func decodeWith(t *testing.T, o intern.Options, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Pod
+	if err := DecodeWith(data, &got, o); err != nil {
+		t.Fatal(err)
+	}
+	return &got
+}
+
+func same[T any](a, b []T) bool { return len(a) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b) }
+
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return a != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+func TestSharedParts(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		opts         intern.Options
+		structs, raw bool
+	}{
+		{"off", intern.Options{}, false, false},
+		{"blobs", intern.Options{Share: intern.New()}, false, true},
+		{"all", intern.Options{Share: intern.New(), Structs: true}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := decodeWith(t, tc.opts, managedPod("a")), decodeWith(t, tc.opts, managedPod("b"))
+			if a.Name != "a" || b.Name != "b" {
+				t.Fatalf("names %q, %q", a.Name, b.Name)
+			}
+			for what, got := range map[string]bool{
+				"containers":       same(a.Spec.Containers, b.Spec.Containers),
+				"volumes":          same(a.Spec.Volumes, b.Spec.Volumes),
+				"labels":           sameMap(a.Labels, b.Labels),
+				"resource list":    sameMap(a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests),
+				"security context": a.Spec.SecurityContext == b.Spec.SecurityContext,
+			} {
+				if got != tc.structs {
+					t.Errorf("%s shared: %v, want %v", what, got, tc.structs)
+				}
+			}
+			if got := same(a.ManagedFields[0].FieldsV1.Raw, b.ManagedFields[0].FieldsV1.Raw); got != tc.raw {
+				t.Errorf("managed-fields blob shared: %v, want %v", got, tc.raw)
+			}
+			// Structs holding a time are never shared.
+			if same(a.Status.Conditions, b.Status.Conditions) || same(a.ManagedFields, b.ManagedFields) {
+				t.Error("conditions or managed-fields entries are shared")
+			}
+			if tc.structs {
+				if c := a.Spec.Containers; cap(c) != len(c) {
+					t.Errorf("shared containers have capacity %d for %d: an append would write into them", cap(c), len(c))
+				}
+			}
+			if !reflect.DeepEqual(a.Spec, b.Spec) {
+				t.Error("specs differ")
+			}
+		})
+	}
+}
+
+// TestRepeatedKeyDoesNotChangeASharedValue decodes an object whose
+// metadata has its labels twice: the labels taken from the table for the
+// first must not get the second's.
+func TestRepeatedKeyDoesNotChangeASharedValue(t *testing.T) {
+	o := intern.Options{Share: intern.New(), Structs: true}
+	first := decodeWith(t, o, managedPod("a"))
+	data, _ := json.Marshal(managedPod("b"))
+	for _, dup := range []struct{ key, second string }{
+		{`"labels":`, `{"app":"other"}`},
+		{`"securityContext":`, `{"runAsUser":7}`},
+		{`"containers":`, `[{"name":"other"}]`},
+		{`"fieldsV1":`, `{"f:spec":{}}`},
+	} {
+		doubled := repeatKey(t, data, dup.key, dup.second)
+		var want, got corev1.Pod
+		if err := utiljson.Unmarshal(doubled, &want); err != nil {
+			t.Fatalf("%s: reference: %v\n%s", dup.key, err, doubled)
+		}
+		if err := DecodeWith(doubled, &got, o); err != nil {
+			t.Fatalf("%s: %v", dup.key, err)
+		}
+		if !reflect.DeepEqual(&want, &got) {
+			t.Errorf("%s: decoders differ\nwant %+v\n got %+v", dup.key, want, got)
+		}
+	}
+	if again := decodeWith(t, intern.Options{}, managedPod("a")); !reflect.DeepEqual(again, first) {
+		t.Errorf("the first object changed:\nwant %+v\n got %+v", again, first)
+	}
+}
+
+// repeatKey returns data with key repeated, with the value second, right
+// after key's first value.
+func repeatKey(t *testing.T, data []byte, key, second string) []byte {
+	t.Helper()
+	i := strings.Index(string(data), key)
+	if i < 0 {
+		t.Fatalf("no %s in %s", key, data)
+	}
+	p := parser{data: data, i: i + len(key)}
+	if _, err := p.skipValue(0); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(string(data[:p.i]) + "," + key + second + string(data[p.i:]))
+}
+
+func TestSkipManagedFields(t *testing.T) {
+	for _, o := range []intern.Options{{SkipManagedFields: true}, {SkipManagedFields: true, Share: intern.New(), Structs: true}} {
+		got := decodeWith(t, o, managedPod("a"))
+		if got.ManagedFields != nil || got.Name != "a" || len(got.Spec.Containers) != 1 {
+			t.Errorf("%+v: managed fields %v, name %q", o, got.ManagedFields, got.Name)
+		}
+	}
+}
