@@ -50,7 +50,7 @@ type tplan struct {
 	typ    reflect.Type
 	kind   tkind
 	size   uintptr
-	elem   *tplan            // slice, pointer and map values
+	elem   *tplan             // slice, pointer and map values
 	fields map[string]*tfield // struct fields by JSON name
 	strMap bool               // map with string-kind keys and values
 	failed error
