@@ -40,14 +40,9 @@ func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podIn
 		opts.Reflector.Streaming = cache.StreamingAuto
 	}
 	if o.strip {
-		// Loom's way: managedFields are skipped while decoding (over
-		// JSON, where Loom's decoder does not skip them, the transform
-		// still drops them).
+		// Loom's way: managedFields are skipped while decoding, on
+		// either wire.
 		opts.DropManagedFields = true
-		opts.Transform = cache.StripManagedFields[*corev1.Pod]
-		if !o.json {
-			opts.Transform = nil
-		}
 	}
 	if o.noShare {
 		opts.Sharing = cache.ShareOff

@@ -608,6 +608,7 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 	if depth >= maxDepth {
 		return p.errf("exceeded max depth")
 	}
+	open := p.i
 	p.i++ // '['
 	h := (*sliceHeader)(ptr)
 	esize := pl.elem.typ.Size()
@@ -619,6 +620,15 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			reflect.NewAt(pl.typ, ptr).Elem().Set(reflect.MakeSlice(pl.typ, 0, 0))
 		}
 		return nil
+	}
+	if h.data == nil {
+		// Count the elements first, so that the array is allocated
+		// once, at its size: a cache holds these arrays for as long as
+		// the object, and room to grow would be memory for nothing.
+		q := parser{data: p.data, i: open}
+		if n, err := q.valueNoAlloc(depth); err == nil && n > 0 {
+			h.data, h.cap = newArray(pl.elem.typ, n), n
+		}
 	}
 	for {
 		if h.len == h.cap {

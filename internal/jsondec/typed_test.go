@@ -142,3 +142,20 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+// TestSlicesHaveNoRoomToGrow checks that arrays are allocated at their
+// size, with or without white space in the text: a cache holds them.
+func TestSlicesHaveNoRoomToGrow(t *testing.T) {
+	compact, _ := json.Marshal(examplePod())
+	indented, _ := json.MarshalIndent(examplePod(), " ", "\t")
+	for _, data := range [][]byte{compact, indented} {
+		var got corev1.Pod
+		if err := Decode(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		c := got.Spec.Containers
+		if len(c) != 1 || cap(c) != 1 || len(c[0].Env) != 2 || cap(c[0].Env) != 2 || cap(c[0].Args) != 2 {
+			t.Errorf("containers %d/%d, env %d/%d, args %d/%d (len/cap)", len(c), cap(c), len(c[0].Env), cap(c[0].Env), len(c[0].Args), cap(c[0].Args))
+		}
+	}
+}
