@@ -70,8 +70,8 @@ type InformerOptions[T client.Object] struct {
 	// DropManagedFields leaves metadata.managedFields out while decoding,
 	// which is cheaper than removing them with a Transform such as
 	// [StripManagedFields] (it also keeps ShareAuto at ShareAll). It
-	// applies where Sharing does (protobuf, Loom's rest client).
-	// Default false.
+	// applies where Sharing does: to objects decoded by Loom's rest
+	// client, typed or unstructured, on either wire. Default false.
 	DropManagedFields bool
 	// ResyncPeriod is the resync period of handlers whose
 	// [HandlerOptions].ResyncPeriod is zero. Default 0: no resync.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -405,6 +406,62 @@ func TestInformersAgainstAServer(t *testing.T) {
 			}
 			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
 				t.Fatalf("%s, sharing %d: CheckMutations = %v, want a MutationError for %v", tc.wire.ContentType(), tc.sharing, err, want)
+			}
+		}
+	})
+
+	t.Run("unstructured objects share identical nested values over JSON", func(t *testing.T) {
+		jrc := restWith(t, env.KubeconfigPath, rest.JSON)
+		clients = append(clients, jrc)
+		live, err := client.For[unstructured.Unstructured](jrc, client.Options{Resource: client.Resource{
+			Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true,
+			Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			sharing cache.Sharing
+			shared  bool
+		}{{cache.ShareAuto, true}, {cache.ShareOff, false}} {
+			var mu sync.Mutex
+			var reported []error
+			inf := cache.NewInformer(cache.ListWatch(live.Namespace("sharing"), cache.ListWatchOptions{}), cache.InformerOptions[*unstructured.Unstructured]{
+				Sharing: tc.sharing, DetectMutations: true, MutationCheckPeriod: time.Hour, DropManagedFields: true,
+				OnMutation: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() },
+			})
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- inf.Start(ctx) }()
+			defer func() { cancel(); <-done }()
+			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+				t.Fatal(err)
+			}
+			get := func(name string) map[string]any {
+				u, ok := inf.Lister().Namespace("sharing").Get(name)
+				if !ok {
+					t.Fatalf("%s not cached", name)
+				}
+				return u.Object
+			}
+			a, c := get("a"), get("c")
+			md := func(o map[string]any) map[string]any { return o["metadata"].(map[string]any) }
+			if _, ok := md(a)["managedFields"]; ok {
+				t.Errorf("sharing %d: managedFields cached with DropManagedFields", tc.sharing)
+			}
+			ptr := func(v any) unsafe.Pointer { return reflect.ValueOf(v).UnsafePointer() }
+			shared := ptr(a["data"]) == ptr(c["data"]) && ptr(md(a)["labels"]) == ptr(md(c)["labels"])
+			if shared != tc.shared {
+				t.Fatalf("sharing %d: data and labels shared: %t, want %t", tc.sharing, shared, tc.shared)
+			}
+			a["data"].(map[string]any)["v"] = "changed in place" // forbidden: the cache is read-only
+			var me *cache.MutationError
+			err := inf.CheckMutations()
+			want := []string{"sharing/a"}
+			if tc.shared {
+				want = []string{"sharing/a", "sharing/b", "sharing/c"}
+			}
+			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
+				t.Fatalf("sharing %d: CheckMutations = %v, want a MutationError for %v", tc.sharing, err, want)
 			}
 		}
 	})

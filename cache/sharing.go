@@ -11,12 +11,12 @@ import (
 // fraction of the memory. Shared parts live as long as the last object
 // that uses them.
 //
-// Sharing applies to typed objects that Loom's own decoders read through
-// Loom's rest client, from the protobuf wire or from JSON (custom
-// resources decoded into Go structs). Unstructured objects and custom
-// ListerWatchers decode as before. On JSON, parts are shared when their
-// JSON text is byte for byte the same, which the API server's serializer
-// makes so for equal values.
+// Sharing applies to the objects that Loom's own decoders read through
+// Loom's rest client: typed objects from the protobuf wire or from JSON,
+// and unstructured objects (from JSON), whose nested objects and arrays
+// below the top level are shared. Custom ListerWatchers decode as before.
+// On JSON, parts are shared when their JSON text is byte for byte the
+// same, which the API server's serializer makes so for equal values.
 type Sharing uint8
 
 const (

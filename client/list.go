@@ -133,7 +133,7 @@ type unstructuredList struct {
 }
 
 func (u *unstructuredList) UnmarshalJSON(data []byte) error {
-	m, err := jsondec.Object(data)
+	m, err := jsondec.ObjectWith(data, u.l.decode)
 	if err != nil {
 		return err
 	}

@@ -191,7 +191,7 @@ var jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 // (sharing, for informers).
 func decodeJSON(data []byte, v any, o intern.Options) error {
 	if u, ok := v.(*unstructured.Unstructured); ok {
-		m, err := jsondec.Object(data)
+		m, err := jsondec.ObjectWith(data, o)
 		if err != nil {
 			return err
 		}

@@ -48,8 +48,23 @@ func (e *SyntaxError) Error() string {
 var ErrNotObject = errors.New("jsondec: value is not a JSON object")
 
 // Object parses data, which must hold one JSON object, into a map.
+//
+// The objects of a top-level "items" array (the items of a list) each get
+// string blocks of their own, so that keeping one item does not keep the
+// strings of the whole list alive.
 func Object(data []byte) (map[string]interface{}, error) {
-	p := parser{data: data}
+	return ObjectWith(data, intern.Options{})
+}
+
+// ObjectWith is [Object] with options. With o.Share and o.Structs, an
+// object or array below the top level whose JSON text was decoded before
+// is taken from the table (under a key whose values are still looked up,
+// see [intern.Options]): objects of one shape share their specs, labels
+// and lists. The items of a list are never shared whole. With
+// o.SkipManagedFields, metadata.managedFields of the object (or of each
+// item of a list) is left out.
+func ObjectWith(data []byte, o intern.Options) (map[string]interface{}, error) {
+	p := parser{data: data, opts: o}
 	p.skipSpace()
 	if p.i >= len(p.data) {
 		return nil, p.errf("unexpected end of input")
@@ -64,7 +79,7 @@ func Object(data []byte) (map[string]interface{}, error) {
 		}
 		return nil, ErrNotObject
 	}
-	m, err := p.object(0)
+	m, err := p.object(0, "")
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +165,7 @@ func (p *parser) value(depth int) (interface{}, error) {
 	}
 	switch c := p.data[p.i]; {
 	case c == '{':
-		m, err := p.object(depth)
+		m, err := p.object(depth, "")
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +195,8 @@ func (p *parser) literal(lit string) error {
 	return nil
 }
 
-func (p *parser) object(depth int) (map[string]interface{}, error) {
+// object parses the object at p.i, leaving out the key skip.
+func (p *parser) object(depth int, skip string) (map[string]interface{}, error) {
 	if depth >= maxDepth {
 		return nil, p.errf("exceeded max depth")
 	}
@@ -205,11 +221,27 @@ func (p *parser) object(depth int) (map[string]interface{}, error) {
 			return nil, p.errf("expected ':' after object key")
 		}
 		p.i++
-		v, err := p.value(depth + 1)
+		var v any
+		p.skipSpace()
+		switch {
+		case skip != "" && k == skip:
+			_, err = p.skipValue(depth + 1)
+			v = skipped
+		case depth == 0 && k == "items" && p.i < len(p.data) && p.data[p.i] == '[':
+			v, err = p.items()
+		case depth == 0 && k == "metadata" && p.opts.SkipManagedFields && p.i < len(p.data) && p.data[p.i] == '{':
+			v, err = p.object(depth+1, "managedFields")
+		case p.opts.Structs && p.opts.Share != nil:
+			v, err = p.sharedValue(k, depth+1)
+		default:
+			v, err = p.value(depth + 1)
+		}
 		if err != nil {
 			return nil, err
 		}
-		m[k] = v
+		if v != skipped {
+			m[k] = v
+		}
 		p.skipSpace()
 		if p.i >= len(p.data) {
 			return nil, p.errf("unexpected end of input in object")
@@ -230,13 +262,17 @@ func (p *parser) array(depth int) ([]interface{}, error) {
 	if depth >= maxDepth {
 		return nil, p.errf("exceeded max depth")
 	}
+	open := p.i
 	p.i++ // '['
-	a := []interface{}{}
 	p.skipSpace()
 	if p.i < len(p.data) && p.data[p.i] == ']' {
 		p.i++
-		return a, nil
+		return []interface{}{}, nil
 	}
+	// Counted first, so that the array is allocated at its size.
+	q := parser{data: p.data, i: open}
+	n, _ := q.valueNoAlloc(depth)
+	a := make([]interface{}, 0, n)
 	for {
 		v, err := p.value(depth + 1)
 		if err != nil {
@@ -466,4 +502,60 @@ func fastInt(s string) (int64, bool) {
 		n = -n
 	}
 	return n, true
+}
+
+// skipped marks a member that object leaves out.
+var skipped any = &struct{ byte }{}
+
+// items parses the array of a list's items at p.i: each object in it with
+// a parser of its own, as a top-level object (string blocks of its own;
+// its metadata and the values below it handled as an object's).
+func (p *parser) items() ([]interface{}, error) {
+	p.i++ // '['
+	a := []interface{}{}
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == ']' {
+		p.i++
+		return a, nil
+	}
+	for {
+		p.skipSpace()
+		var v any
+		if p.i < len(p.data) && p.data[p.i] == '{' {
+			base := p.i
+			raw, err := p.skipValue(2)
+			if err != nil {
+				return nil, err
+			}
+			sub := parser{data: raw, opts: p.opts}
+			m, err := sub.object(0, "")
+			if err != nil {
+				if se, ok := err.(*SyntaxError); ok {
+					se.Offset += base
+				}
+				return nil, err
+			}
+			p.arenas += sub.arenas
+			v = m
+		} else {
+			var err error
+			if v, err = p.value(2); err != nil {
+				return nil, err
+			}
+		}
+		a = append(a, v)
+		p.skipSpace()
+		if p.i >= len(p.data) {
+			return nil, p.errf("unexpected end of input in array")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return a, nil
+		default:
+			return nil, p.errf("expected ',' or ']' in array")
+		}
+	}
 }

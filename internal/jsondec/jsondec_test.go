@@ -1,11 +1,15 @@
 package jsondec
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/loom-k8s/loom/internal/intern"
 )
 
 // reference decodes the way unstructured.Unstructured does.
@@ -29,6 +33,8 @@ var cases = []string{
 	`{"a":1}x`, `{"a":}`, `{"a" 1}`, `{"a":1,}`, `[1,2]`, `"str"`, `{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":.5}`, `{"a":1e}`,
 	`{"a":"\x"}`, "{\"a\":\"\x01\"}", `{"a":tru}`, `{"a":nul}`, `{"a":"unterminated}`, `{`, ``, `   `, `{"a":1e400}`, `{"a":[1,]}`, `{,}`,
 	`{"a":"\u12"}`, `{"a":"\ud800\u12"}`, `null`,
+	`{"kind":"WidgetList","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a","labels":{"app":"web","tier":"front"}},"spec":{"size":3,"parts":[{"n":"x"},{"n":"y"}]}},{"metadata":{"name":"b","labels":{"app":"web","tier":"front"}},"spec":{"size":3,"parts":[{"n":"x"},{"n":"y"}]}},7,"s",[1,2,3,4,5,6,7,8,9]]}`,
+	`{"items":[{"a":1},{"a":}]}`, `{"items":[{"a":1},{"a":1}`, `{"items":{"a":[1,2,3,4,5,6,7,8,9,10]}}`,
 }
 
 func TestMatchesReference(t *testing.T) {
@@ -52,7 +58,19 @@ func check(t *testing.T, data []byte) {
 	if werr == nil && !reflect.DeepEqual(want, got) {
 		t.Fatalf("%q:\nwant %#v\n got %#v", data, want, got)
 	}
+	// With sharing, twice (the second takes its parts from the table).
+	for pass := range 2 {
+		shared, serr := ObjectWith(data, objectSharing)
+		if (gerr == nil) != (serr == nil) {
+			t.Fatalf("%q: error %v, with sharing (pass %d) %v", data, gerr, pass, serr)
+		}
+		if werr == nil && !reflect.DeepEqual(want, shared) {
+			t.Fatalf("%q, with sharing (pass %d):\nwant %#v\n got %#v", data, pass, want, shared)
+		}
+	}
 }
+
+var objectSharing = intern.Options{Share: intern.New(), Structs: true}
 
 func TestStringsDoNotAliasInput(t *testing.T) {
 	data := []byte(`{"name":"value","esc":"a\nb"}`)
@@ -75,4 +93,48 @@ func FuzzMatchesReference(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check(t, data)
 	})
+}
+
+func TestObjectSharing(t *testing.T) {
+	const widget = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"%s","labels":{"app":"web","tier":"front"},` +
+		`"managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}]},"spec":{"size":3,"parts":[{"n":"x"},{"n":"y"}]},"status":{"seen":"%s"}}`
+	list := `{"kind":"WidgetList","metadata":{"resourceVersion":"9"},"items":[` + fmt.Sprintf(widget, "a", "a") + "," + fmt.Sprintf(widget, "b", "b") + `]}`
+	o := intern.Options{Share: intern.New(), Structs: true, SkipManagedFields: true}
+	p := parser{data: []byte(list), opts: o}
+	m, err := p.object(0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.arenas != 3 {
+		t.Errorf("%d string blocks for a list of 2, want 1 + 2: each item has its own", p.arenas)
+	}
+	items := m["items"].([]any)
+	a, b := items[0].(map[string]any), items[1].(map[string]any)
+	meta := func(o map[string]any) map[string]any { return o["metadata"].(map[string]any) }
+	if meta(a)["name"] != "a" || meta(b)["name"] != "b" {
+		t.Fatalf("items %v", items)
+	}
+	if _, ok := meta(a)["managedFields"]; ok {
+		t.Error("managedFields kept")
+	}
+	ptr := func(v any) unsafe.Pointer { return reflect.ValueOf(v).UnsafePointer() }
+	if ptr(a["spec"]) != ptr(b["spec"]) || ptr(meta(a)["labels"]) != ptr(meta(b)["labels"]) {
+		t.Error("identical specs or labels are not shared")
+	}
+	if ptr(a["status"]) == ptr(b["status"]) || ptr(a) == ptr(b) {
+		t.Error("different statuses, or whole items, are shared")
+	}
+	parts := a["spec"].(map[string]any)["parts"].([]any)
+	if cap(parts) != len(parts) {
+		t.Errorf("a shared array has capacity %d for %d: an append would write into it", cap(parts), len(parts))
+	}
+	// Without options, nothing is shared and managedFields stay.
+	plain, err := Object([]byte(list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := plain["items"].([]any)[0].(map[string]any), plain["items"].([]any)[1].(map[string]any)
+	if ptr(pa["spec"]) == ptr(pb["spec"]) || meta(pa)["managedFields"] == nil {
+		t.Error("Object shares, or drops managed fields")
+	}
 }

@@ -158,3 +158,52 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		return nil
 	}
 }
+
+var (
+	mapType   = rtype(reflect.TypeFor[map[string]any]())
+	sliceType = rtype(reflect.TypeFor[[]any]())
+)
+
+// sharedValue parses the value at p.i, the member k of an object below the
+// top level, taking it from the table when it is an object or an array
+// whose text was decoded before.
+func (p *parser) sharedValue(k string, depth int) (any, error) {
+	if p.i >= len(p.data) || p.data[p.i] != '{' && p.data[p.i] != '[' || !p.opts.Sharing(k) {
+		return p.value(depth)
+	}
+	start := p.i
+	raw, n, err := p.skipCount(depth)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		p.i = start
+		return p.value(depth)
+	}
+	sub := parser{data: raw, opts: p.opts} // strings of its own, as in shared
+	if raw[0] == '{' {
+		key := intern.KeyOf(raw, mapType, n)
+		v := p.opts.Lookup(k, key)
+		if v == nil {
+			m, err := sub.object(depth, "")
+			if err != nil {
+				return nil, err
+			}
+			v = p.opts.Share.Put(key, *(*unsafe.Pointer)(unsafe.Pointer(&m)))
+		}
+		return *(*map[string]any)(unsafe.Pointer(&v)), nil
+	}
+	key := intern.KeyOf(raw, sliceType, n)
+	v := p.opts.Lookup(k, key)
+	if v == nil {
+		a, err := sub.array(depth)
+		if err != nil {
+			return nil, err
+		}
+		if len(a) != n || cap(a) != n {
+			return nil, p.errf("array changed length while decoding") // cannot happen: the skip counted it
+		}
+		v = p.opts.Share.Put(key, unsafe.Pointer(unsafe.SliceData(a)))
+	}
+	return unsafe.Slice((*any)(v), n), nil
+}
