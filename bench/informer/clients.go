@@ -6,6 +6,12 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientrest "k8s.io/client-go/rest"
@@ -18,8 +24,10 @@ import (
 )
 
 // Loom: rest client (protobuf) → client.For[corev1.Pod] → cache.Informer.
-type loomInformer struct {
-	inf *cache.Informer[*corev1.Pod]
+// For the Widget corpus: client.For[Widget] (typed) or
+// client.For[unstructured.Unstructured] (-dynamic), over JSON.
+type loomInformer[T client.Object] struct {
+	inf *cache.Informer[T]
 }
 
 func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podInformer, error) {
@@ -31,11 +39,35 @@ func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podIn
 	if err != nil {
 		return nil, err
 	}
-	pods, err := client.For[corev1.Pod](rc, client.Options{})
+	if o.widgets {
+		res := client.Resource{Resource: widgetGVR, Kind: widgetGVK, Namespaced: true}
+		if o.dynamic {
+			return loomFor[unstructured.Unstructured](rc, client.Options{Resource: res}, o, cnt, nil)
+		}
+		return loomFor[Widget](rc, client.Options{Resource: res}, o, cnt, nil)
+	}
+	var transform func(*corev1.Pod) (*corev1.Pod, error)
+	if o.share {
+		sh := newSharer()
+		transform = func(p *corev1.Pod) (*corev1.Pod, error) {
+			if o.strip {
+				p.ManagedFields = nil
+			}
+			return sh.pod(p)
+		}
+	}
+	return loomFor[corev1.Pod](rc, client.Options{}, o, cnt, transform)
+}
+
+func loomFor[E any, T interface {
+	*E
+	client.Object
+}](rc *rest.Client, co client.Options, o runOptions, cnt *counter, transform func(T) (T, error)) (podInformer, error) {
+	objs, err := client.For[E, T](rc, co)
 	if err != nil {
 		return nil, err
 	}
-	opts := cache.InformerOptions[*corev1.Pod]{Reflector: cache.ReflectorOptions{Streaming: cache.StreamingOff}}
+	opts := cache.InformerOptions[T]{Reflector: cache.ReflectorOptions{Streaming: cache.StreamingOff}, Transform: transform}
 	if o.watchList {
 		opts.Reflector.Streaming = cache.StreamingAuto
 	}
@@ -47,40 +79,31 @@ func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podIn
 	if o.noShare {
 		opts.Sharing = cache.ShareOff
 	}
-	if o.share {
-		sh := newSharer()
-		opts.Transform = func(p *corev1.Pod) (*corev1.Pod, error) {
-			if o.strip {
-				p.ManagedFields = nil
-			}
-			return sh.pod(p)
-		}
-	}
-	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), opts)
-	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.Pod]{
-		Add:    func(*corev1.Pod, bool) { cnt.add() },
-		Update: func(_, p *corev1.Pod) { cnt.update(p.ResourceVersion) },
+	inf := cache.NewInformer(cache.ListWatch(objs, cache.ListWatchOptions{}), opts)
+	if _, err := inf.AddHandler(cache.HandlerFuncs[T]{
+		Add:    func(T, bool) { cnt.add() },
+		Update: func(_, p T) { cnt.update(p.GetResourceVersion()) },
 	}, cache.HandlerOptions{}); err != nil {
 		return nil, err
 	}
-	return &loomInformer{inf: inf}, nil
+	return &loomInformer[T]{inf: inf}, nil
 }
 
-func (l *loomInformer) start(ctx context.Context) { go func() { _ = l.inf.Start(ctx) }() }
-func (l *loomInformer) synced() bool              { return l.inf.HasSynced() }
+func (l *loomInformer[T]) start(ctx context.Context) { go func() { _ = l.inf.Start(ctx) }() }
+func (l *loomInformer[T]) synced() bool              { return l.inf.HasSynced() }
 
-func (l *loomInformer) rvs() map[string]string {
+func (l *loomInformer[T]) rvs() map[string]string {
 	m := map[string]string{}
 	for _, p := range l.inf.Indexer().List() {
-		m[key(p)] = p.ResourceVersion
+		m[p.GetNamespace()+"/"+p.GetName()] = p.GetResourceVersion()
 	}
 	return m
 }
 
-func (l *loomInformer) managedFieldsCached() int {
+func (l *loomInformer[T]) managedFieldsCached() int {
 	n := 0
 	for _, p := range l.inf.Indexer().List() {
-		if len(p.ManagedFields) > 0 {
+		if len(p.GetManagedFields()) > 0 {
 			n++
 		}
 	}
@@ -90,7 +113,7 @@ func (l *loomInformer) managedFieldsCached() int {
 // client-go: clientset (protobuf, no client-side rate limit) → shared
 // informer factory → Pods informer, as controllers build it.
 type clientGoInformer struct {
-	f   informers.SharedInformerFactory
+	f   interface{ Start(<-chan struct{}) }
 	inf k8scache.SharedIndexInformer
 }
 
@@ -105,22 +128,53 @@ func newClientGo(url string, o runOptions, cnt *counter) (podInformer, error) {
 	if o.json {
 		cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
+	var (
+		f   interface{ Start(<-chan struct{}) }
+		inf k8scache.SharedIndexInformer
+	)
+	switch {
+	case o.widgets && o.dynamic:
+		// dynamic client → dynamic informer factory, as a controller
+		// watching a custom resource without generated code builds it.
+		dc, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		df := dynamicinformer.NewDynamicSharedInformerFactory(dc, 0)
+		f, inf = df, df.ForResource(widgetGVR).Informer()
+	case o.widgets:
+		// A REST client for the custom type → ListWatch → shared index
+		// informer, as generated informers build it.
+		s := widgetScheme()
+		wc := *cfg
+		wc.GroupVersion, wc.APIPath = &widgetGV, "/apis"
+		wc.NegotiatedSerializer = serializer.NewCodecFactory(s).WithoutConversion()
+		rc, err := clientrest.RESTClientFor(&wc)
+		if err != nil {
+			return nil, err
+		}
+		lw := k8scache.NewListWatchFromClient(rc, "widgets", "", fields.Everything())
+		inf = k8scache.NewSharedIndexInformer(lw, &Widget{}, 0, k8scache.Indexers{k8scache.NamespaceIndex: k8scache.MetaNamespaceIndexFunc})
+		f = startInformer{inf}
+	default:
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		pf := informers.NewSharedInformerFactory(cs, 0)
+		f, inf = pf, pf.Core().V1().Pods().Informer()
 	}
-	f := informers.NewSharedInformerFactory(cs, 0)
-	inf := f.Core().V1().Pods().Informer()
 	if o.strip || o.share {
 		sh := newSharer()
 		if err := inf.SetTransform(func(obj any) (any, error) {
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*corev1.Pod); ok && o.share {
 				if o.strip {
 					p.ManagedFields = nil
 				}
-				if o.share {
-					return sh.pod(p)
-				}
+				return sh.pod(p)
+			}
+			if m, err := meta.Accessor(obj); err == nil && o.strip {
+				m.SetManagedFields(nil)
 			}
 			return obj, nil
 		}); err != nil {
@@ -128,13 +182,21 @@ func newClientGo(url string, o runOptions, cnt *counter) (podInformer, error) {
 		}
 	}
 	if _, err := inf.AddEventHandler(k8scache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { cnt.add() },
-		UpdateFunc: func(_, p any) { cnt.update(p.(*corev1.Pod).ResourceVersion) },
+		AddFunc: func(any) { cnt.add() },
+		UpdateFunc: func(_, p any) {
+			m, _ := meta.Accessor(p)
+			cnt.update(m.GetResourceVersion())
+		},
 	}); err != nil {
 		return nil, err
 	}
 	return &clientGoInformer{f: f, inf: inf}, nil
 }
+
+// startInformer starts one informer as a factory would.
+type startInformer struct{ inf k8scache.SharedIndexInformer }
+
+func (s startInformer) Start(stop <-chan struct{}) { go s.inf.Run(stop) }
 
 func (c *clientGoInformer) start(ctx context.Context) { c.f.Start(ctx.Done()) }
 func (c *clientGoInformer) synced() bool              { return c.inf.HasSynced() }
@@ -142,8 +204,8 @@ func (c *clientGoInformer) synced() bool              { return c.inf.HasSynced()
 func (c *clientGoInformer) rvs() map[string]string {
 	m := map[string]string{}
 	for _, o := range c.inf.GetIndexer().List() {
-		p := o.(*corev1.Pod)
-		m[key(p)] = p.ResourceVersion
+		a, _ := meta.Accessor(o)
+		m[a.GetNamespace()+"/"+a.GetName()] = a.GetResourceVersion()
 	}
 	return m
 }
@@ -151,7 +213,7 @@ func (c *clientGoInformer) rvs() map[string]string {
 func (c *clientGoInformer) managedFieldsCached() int {
 	n := 0
 	for _, o := range c.inf.GetIndexer().List() {
-		if len(o.(*corev1.Pod).ManagedFields) > 0 {
+		if a, _ := meta.Accessor(o); len(a.GetManagedFields()) > 0 {
 			n++
 		}
 	}

@@ -9,7 +9,10 @@
 #      LOOM_BENCH_MODES ("list watchlist"), LOOM_BENCH_OUT (raw lines file),
 #      LOOM_BENCH_TEMPLATES (50: workloads the Pods are replicas of; 2500
 #        gives 4 replicas each, 10000 one Pod per workload),
-#      LOOM_BENCH_FLAGS (extra run flags, such as -json).
+#      LOOM_BENCH_FLAGS (extra run flags, such as -json, or -dynamic for
+#        the Widget corpus),
+#      LOOM_BENCH_KIND (pods; widgets records the custom resource corpus,
+#        served as JSON only).
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-5}
@@ -20,7 +23,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/informer
 go build -o "$bin" .
-"$bin" -record "$tmp/corpus" -pods "$pods" -events "$events" -templates "${LOOM_BENCH_TEMPLATES:-50}"
+"$bin" -record "$tmp/corpus" -pods "$pods" -events "$events" -templates "${LOOM_BENCH_TEMPLATES:-50}" -kind "${LOOM_BENCH_KIND:-pods}"
 out=${LOOM_BENCH_OUT:-$tmp/raw}
 : >"$out"
 for r in $(seq "$rounds"); do

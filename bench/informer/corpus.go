@@ -238,8 +238,11 @@ func fileName(dir, media, what string) string {
 	return filepath.Join(dir, what+"."+ext)
 }
 
-// meta records the corpus size.
-type corpusMeta struct{ Pods, Events, Templates int }
+// meta records the corpus size and kind ("pods" or "widgets").
+type corpusMeta struct {
+	Pods, Events, Templates int
+	Kind                    string
+}
 
 func codecs() serializer.CodecFactory {
 	s := runtime.NewScheme()
@@ -373,6 +376,10 @@ func load(dir string) (*corpus, error) {
 	}
 	if _, err := fmt.Sscan(string(m), &c.meta.Pods, &c.meta.Events, &c.meta.Templates); err != nil {
 		return nil, err
+	}
+	c.meta.Kind = "pods"
+	if f := strings.Fields(string(m)); len(f) > 3 {
+		c.meta.Kind = f[3]
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {

@@ -80,3 +80,39 @@ func TestFirstSyncState(t *testing.T) {
 		}
 	}
 }
+
+// TestWidgetInformersAgree replays a small custom resource corpus to the
+// typed and dynamic informers of both libraries and checks that each ends
+// with every Widget at its relisted resourceVersion.
+func TestWidgetInformersAgree(t *testing.T) {
+	dir := t.TempDir()
+	const n, e = 300, 30
+	if err := recordWidgets(dir, n, e); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := 0; i < n; i++ {
+		w := widgetFor(i)
+		want[w.Namespace+"/"+w.Name] = strconv.Itoa(relistPodRV + i)
+	}
+	for _, dynamic := range []bool{false, true} {
+		for _, strip := range []bool{false, true} {
+			for _, impl := range []string{"loom", "client-go"} {
+				var got map[string]string
+				var mf int
+				res, err := run(runOptions{corpus: dir, impl: impl, strip: strip, dynamic: dynamic, relist: true,
+					keepInformer: func(pi podInformer) { got, mf = pi.rvs(), pi.managedFieldsCached() }})
+				if err != nil {
+					t.Fatalf("%s dynamic=%v strip=%v: %v", impl, dynamic, strip, err)
+				}
+				t.Log(res)
+				if !maps.Equal(got, want) {
+					t.Errorf("%s dynamic=%v strip=%v: cache has %d Widgets, differs from the relisted snapshot of %d", impl, dynamic, strip, len(got), len(want))
+				}
+				if strip && mf != 0 || !strip && mf != n {
+					t.Errorf("%s dynamic=%v strip=%v: %d Widgets with managedFields", impl, dynamic, strip, mf)
+				}
+			}
+		}
+	}
+}

@@ -58,11 +58,21 @@ func main() {
 		relist     = flag.Bool("relist", true, "measure a forced relist")
 		share      = flag.Bool("share", false, "experiment: a Transform sharing identical parts between Pods (share.go)")
 		noShare    = flag.Bool("noshare", false, "Loom: InformerOptions.Sharing = ShareOff (the cache as before sharing)")
+		kind       = flag.String("kind", "pods", "with -record: pods, or widgets (a custom resource, JSON only)")
+		dynamic    = flag.Bool("dynamic", false, "Widget corpus: unstructured (dynamic) informers; else typed")
 	)
 	flag.Parse()
 	if *recordDir != "" {
 		templates = *tmpls
-		if err := record(*recordDir, *pods, *events); err != nil {
+		rec := record
+		switch *kind {
+		case "pods":
+		case "widgets":
+			rec = recordWidgets
+		default:
+			fatal(fmt.Errorf("unknown -kind %q", *kind))
+		}
+		if err := rec(*recordDir, *pods, *events); err != nil {
 			fatal(err)
 		}
 		return
@@ -70,7 +80,7 @@ func main() {
 	if *corpusDir == "" {
 		fatal(fmt.Errorf("-corpus or -record is required"))
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, share: *share, noShare: *noShare})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, share: *share, noShare: *noShare, dynamic: *dynamic})
 	if err != nil {
 		fatal(err)
 	}
@@ -91,6 +101,7 @@ type runOptions struct {
 	relist           bool
 	share            bool
 	noShare          bool
+	widgets, dynamic bool // the Widget corpus; dynamic: unstructured informers
 	timeout          time.Duration
 	keepInformer     func(pi podInformer) // tests: inspect the informer before it stops
 }
@@ -236,6 +247,11 @@ func run(o runOptions) (result, error) {
 		o.timeout = 2 * time.Minute
 	}
 	n, e := c.meta.Pods, c.meta.Events
+	if c.meta.Kind == "widgets" {
+		o.widgets, o.json = true, true // custom resources come as JSON only
+	} else if o.dynamic {
+		return result{}, fmt.Errorf("-dynamic needs a Widget corpus (-record -kind widgets)")
+	}
 	srv := newServer(c, o.watchList)
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
@@ -261,6 +277,9 @@ func run(o runOptions) (result, error) {
 	impl := o.impl
 	if o.noShare && impl == "loom" {
 		impl = "loom-noshare"
+	}
+	if o.widgets {
+		mode += map[bool]string{true: "-dynamic", false: "-typed"}[o.dynamic]
 	}
 	res := result{impl: impl, mode: mode, strip: o.strip, share: o.share, pods: n}
 

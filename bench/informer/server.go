@@ -69,13 +69,17 @@ func (s *server) stats() serverStats {
 }
 
 func (s *server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/api/v1/pods" || r.Method != http.MethodGet {
+	path := "/api/v1/pods"
+	if s.c.meta.Kind == "widgets" {
+		path = widgetPath
+	}
+	if r.URL.Path != path || r.Method != http.MethodGet {
 		http.NotFound(w, r)
 		return
 	}
 	media := mediaJSON
-	if strings.Contains(r.Header.Get("Accept"), mediaProtobuf) {
-		media = mediaProtobuf
+	if strings.Contains(r.Header.Get("Accept"), mediaProtobuf) && s.c.meta.Kind != "widgets" {
+		media = mediaProtobuf // custom resources are served as JSON only
 	}
 	q := r.URL.Query()
 	if q.Get("watch") == "true" || q.Get("watch") == "1" {
