@@ -225,16 +225,17 @@ func (r *Request) Do(ctx context.Context, v any) error {
 		return nil
 	}
 	err = res.into(v, intern.OptionsFrom(ctx))
-	if mediaType(res.ContentType) == MediaTypeProtobuf && buf.Cap() <= maxPooledBody {
-		// The protobuf decoders copy what they keep (tested), so the
-		// buffer can read the next response: a paginated list then
+	if buf.Cap() <= maxPooledBody {
+		// The decoders copy what they keep (Loom's own, tested; and
+		// encoding/json, whose Unmarshalers must copy by contract), so
+		// the buffer can read the next response: a paginated list then
 		// reads every page into one buffer, not a new one per page.
 		bodyPool.Put(buf)
 	}
 	return err
 }
 
-// bodyPool holds buffers that Do reads protobuf responses into.
+// bodyPool holds buffers that Do reads responses into.
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // maxPooledBody is the largest buffer kept for reuse.

@@ -456,25 +456,24 @@ func TestRetryWaitCaps(t *testing.T) {
 }
 
 // TestPooledBodiesAreNotKept checks that what Do decodes from a protobuf
-// response does not alias the body buffer, which the next response is
-// read into.
+// or JSON response, typed or unstructured, does not alias the body
+// buffer, which the next response is read into.
 func TestPooledBodiesAreNotKept(t *testing.T) {
 	ps := &podServer{pod: testPod("first", "5")}
 	pc, _ := newTestClient(t, ps, Options{ContentType: Protobuf})
+	jc, _ := newTestClient(t, ps, Options{ContentType: JSON})
 	for _, o := range []intern.Options{{}, {Share: intern.New(), Structs: true}} {
 		ctx := intern.WithOptions(t.Context(), o)
-		var kept []*corev1.Pod
-		var want []*corev1.Pod
+		var kept []*unstructured.Unstructured
+		var want []*unstructured.Unstructured
 		for i := range 20 {
 			ps.mu.Lock()
 			p := testPod(fmt.Sprintf("pod-%02d", i), strconv.Itoa(100+i))
 			p.Labels = map[string]string{"n": strconv.Itoa(i)}
-			p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fmt.Sprintf("m%02d", i), FieldsType: "FieldsV1",
-				FieldsV1: &metav1.FieldsV1{Raw: fmt.Appendf(nil, `{"f:metadata":{"f:labels":{"f:n%02d":{}}}}`, i)}}}
 			ps.pod = p
 			ps.mu.Unlock()
-			var got corev1.Pod
-			if err := pc.Get().Namespace("default").Resource("pods").Name(p.Name).Do(ctx, &got); err != nil {
+			var got unstructured.Unstructured
+			if err := jc.Get().Namespace("default").Resource("pods").Name(p.Name).Do(ctx, &got); err != nil {
 				t.Fatal(err)
 			}
 			kept = append(kept, &got)
@@ -482,7 +481,34 @@ func TestPooledBodiesAreNotKept(t *testing.T) {
 		}
 		for i := range kept {
 			if !equality.Semantic.DeepEqual(kept[i], want[i]) {
-				t.Fatalf("pod %d changed after later responses were read:\n%+v\nwant %+v", i, kept[i], want[i])
+				t.Fatalf("unstructured pod %d changed after later responses were read:\n%+v\nwant %+v", i, kept[i], want[i])
+			}
+		}
+	}
+	for _, pc := range []*Client{pc, jc} {
+		for _, o := range []intern.Options{{}, {Share: intern.New(), Structs: true}} {
+			ctx := intern.WithOptions(t.Context(), o)
+			var kept []*corev1.Pod
+			var want []*corev1.Pod
+			for i := range 20 {
+				ps.mu.Lock()
+				p := testPod(fmt.Sprintf("pod-%02d", i), strconv.Itoa(100+i))
+				p.Labels = map[string]string{"n": strconv.Itoa(i)}
+				p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: fmt.Sprintf("m%02d", i), FieldsType: "FieldsV1",
+					FieldsV1: &metav1.FieldsV1{Raw: fmt.Appendf(nil, `{"f:metadata":{"f:labels":{"f:n%02d":{}}}}`, i)}}}
+				ps.pod = p
+				ps.mu.Unlock()
+				var got corev1.Pod
+				if err := pc.Get().Namespace("default").Resource("pods").Name(p.Name).Do(ctx, &got); err != nil {
+					t.Fatal(err)
+				}
+				kept = append(kept, &got)
+				want = append(want, got.DeepCopy())
+			}
+			for i := range kept {
+				if !equality.Semantic.DeepEqual(kept[i], want[i]) {
+					t.Fatalf("%s: pod %d changed after later responses were read:\n%+v\nwant %+v", pc.ContentType(), i, kept[i], want[i])
+				}
 			}
 		}
 	}

@@ -9,20 +9,21 @@ import (
 	"weak"
 )
 
-// Key identifies encoded bytes of one Go type.
+// Key identifies encoded bytes of one Go type. The bytes determine the
+// value's length too (elements, entries or bytes), so a key does not
+// carry it: a table entry is as small as it can be.
 type Key struct {
 	a, b uint64
 	typ  unsafe.Pointer // the value's type, so equal bytes of two types never meet
-	n    int            // the value's length (elements, entries or bytes)
 }
 
 var seedA, seedB = maphash.MakeSeed(), maphash.MakeSeed()
 
 // KeyOf returns the key of the encoded bytes b, to be decoded as a value of
 // the type typ (any stable pointer that names the type: a reflect type's
-// descriptor) and length n.
-func KeyOf(b []byte, typ unsafe.Pointer, n int) Key {
-	return Key{a: maphash.Bytes(seedA, b), b: maphash.Bytes(seedB, b), typ: typ, n: n}
+// descriptor).
+func KeyOf(b []byte, typ unsafe.Pointer) Key {
+	return Key{a: maphash.Bytes(seedA, b), b: maphash.Bytes(seedB, b), typ: typ}
 }
 
 const shards = 64
@@ -33,6 +34,7 @@ const shards = 64
 type Table struct {
 	shards [shards]shard
 	size   atomic.Int64
+	rm     func(Key) // remove, made once: a cleanup per entry costs no closure
 }
 
 type shard struct {
@@ -43,6 +45,7 @@ type shard struct {
 // New returns an empty table.
 func New() *Table {
 	t := &Table{}
+	t.rm = t.remove
 	for i := range t.shards {
 		t.shards[i].m = map[Key]weak.Pointer[byte]{}
 	}
@@ -84,21 +87,18 @@ func (t *Table) Put(k Key, p unsafe.Pointer) unsafe.Pointer {
 	w := weak.Make((*byte)(p))
 	s.m[k] = w
 	s.mu.Unlock()
-	runtime.AddCleanup((*byte)(p), t.remove, entry{k, w})
+	runtime.AddCleanup((*byte)(p), t.rm, k)
 	return p
 }
 
-type entry struct {
-	k Key
-	w weak.Pointer[byte]
-}
-
-// remove deletes e's key if it still maps to e's value.
-func (t *Table) remove(e entry) {
-	s := t.shard(e.k)
+// remove deletes k's entry if its value has been collected. (A value
+// stored under k again since then is alive, and keeps its entry; its own
+// cleanup removes it later.)
+func (t *Table) remove(k Key) {
+	s := t.shard(k)
 	s.mu.Lock()
-	if w, ok := s.m[e.k]; ok && w == e.w {
-		delete(s.m, e.k)
+	if w, ok := s.m[k]; ok && w.Value() == nil {
+		delete(s.m, k)
 		t.size.Add(-1)
 	}
 	s.mu.Unlock()

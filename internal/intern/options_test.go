@@ -37,7 +37,7 @@ func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 	unique, common := &field{"unique"}, &field{"common"}
 	o := Options{Share: tab, Stats: &Stats{}}
 	v := new([32]byte)
-	ck := KeyOf([]byte("common"), nil, 1)
+	ck := KeyOf([]byte("common"), nil)
 	tab.Put(ck, unsafe.Pointer(v))
 	for i := range 2 * warmup {
 		if !o.Sharing(common) {
@@ -45,7 +45,7 @@ func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 		}
 		o.Lookup(common, ck)
 		if o.Sharing(unique) {
-			o.Lookup(unique, KeyOf([]byte{byte(i), byte(i >> 8)}, nil, 2))
+			o.Lookup(unique, KeyOf([]byte{byte(i), byte(i >> 8)}, nil))
 		}
 	}
 	if o.Sharing(unique) {

@@ -96,16 +96,23 @@ type parser struct {
 	key   string // scratch for map keys of named string types
 	opts  intern.Options
 
+	kept   int // string bytes copied into blocks so far
 	arenas int // string blocks allocated (tests)
 }
 
 // Strings are copied into blocks that start at firstBlock bytes and double
-// up to maxBlock, never larger than what is left of the input. Copying only
-// string bytes, rather than keeping one copy of the whole JSON text, keeps
-// a cached object from holding its keys' quotes, punctuation and numbers.
+// up to maxBlock. Copying only string bytes, rather than keeping one copy
+// of the whole JSON text, keeps a cached object from holding its keys'
+// quotes, punctuation and numbers. A new block is also never larger than
+// the string bytes the rest of the input is likely to hold: what is left
+// of the input, in the proportion of kept bytes to input read so far (a
+// struct's keys and its numbers are not kept), with some slack, once a
+// first block's worth has been read. An estimate too low costs one more
+// small block; too high, memory that no string ever uses.
 const (
 	firstBlock = 512
 	maxBlock   = 4096
+	slack      = 64
 )
 
 // keep returns a string copy of b, a sub-slice of p.data, from the
@@ -117,10 +124,15 @@ func (p *parser) keep(b []byte) string {
 	}
 	if cap(p.arena)-len(p.arena) < len(b) {
 		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(p.data))))
+		rest := len(p.data) - off
+		if off >= firstBlock { // enough read to go by
+			rest = min(rest, int(int64(rest)*int64(p.kept)/int64(off))+slack)
+		}
 		next := min(max(2*cap(p.arena), firstBlock), maxBlock)
-		p.arena = make([]byte, 0, max(len(b), min(next, len(p.data)-off)))
+		p.arena = make([]byte, 0, max(len(b), min(next, rest)))
 		p.arenas++
 	}
+	p.kept += len(b)
 	n := len(p.arena)
 	p.arena = append(p.arena, b...)
 	return unsafe.String(&p.arena[n], len(b))

@@ -105,8 +105,22 @@ func TestObjectSharing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.arenas != 3 {
-		t.Errorf("%d string blocks for a list of 2, want 1 + 2: each item has its own", p.arenas)
+	// Without sharing, the list's own strings take one block, and each
+	// item as many as it takes decoded alone.
+	lp := parser{data: []byte(list)}
+	if _, err := lp.object(0, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := 1
+	for _, name := range []string{"a", "b"} {
+		ip := parser{data: []byte(fmt.Sprintf(widget, name, name))}
+		if _, err := ip.object(0, ""); err != nil {
+			t.Fatal(err)
+		}
+		want += ip.arenas
+	}
+	if lp.arenas != want {
+		t.Errorf("%d string blocks for a list of 2, want %d: each item has its own", lp.arenas, want)
 	}
 	items := m["items"].([]any)
 	a, b := items[0].(map[string]any), items[1].(map[string]any)

@@ -100,7 +100,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		p.i = start
 		return p.into(pl, fp, depth)
 	}
-	k := intern.KeyOf(raw, unsafe.Pointer(pl), n)
+	k := intern.KeyOf(raw, unsafe.Pointer(pl))
 	v := p.opts.Lookup(f, k)
 	switch f.share {
 	case shareBlob:
@@ -182,7 +182,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	}
 	sub := parser{data: raw, opts: p.opts} // strings of its own, as in shared
 	if raw[0] == '{' {
-		key := intern.KeyOf(raw, mapType, n)
+		key := intern.KeyOf(raw, mapType)
 		v := p.opts.Lookup(k, key)
 		if v == nil {
 			m, err := sub.object(depth, "")
@@ -193,7 +193,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 		}
 		return *(*map[string]any)(unsafe.Pointer(&v)), nil
 	}
-	key := intern.KeyOf(raw, sliceType, n)
+	key := intern.KeyOf(raw, sliceType)
 	v := p.opts.Lookup(k, key)
 	if v == nil {
 		a, err := sub.array(depth)

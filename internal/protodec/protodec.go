@@ -343,6 +343,7 @@ type decoder struct {
 
 	arenas     int // string blocks allocated (tests)
 	arenaBytes int // their total size (tests)
+	kept       int // string bytes copied into blocks so far
 
 	// Scratch space for map entries with non-string values: the map
 	// copies key and value on insert.
@@ -354,11 +355,16 @@ type decoder struct {
 // up to maxBlock. Copying only the string bytes (not the whole message,
 // whose tags, numbers and bytes fields an informer would otherwise keep
 // alive for as long as it caches the object) into a few growing blocks
-// keeps both the allocations and the unused space small; a block is
-// never larger than what is left of the message.
+// keeps both the allocations and the unused space small. A new block is
+// also never larger than the string bytes the rest of the message is
+// likely to hold: what is left of it, in the proportion of kept bytes to
+// bytes read so far (tags, numbers and byte blobs are not kept), with some
+// slack, once a first block's worth has been read. An estimate too low
+// costs one more small block.
 const (
 	firstBlock = 512
 	maxBlock   = 4096
+	slack      = 64
 )
 
 // str returns a string copy of b, a sub-slice of d.data, taken from the
@@ -371,12 +377,17 @@ func (d *decoder) str(b []byte) string {
 	if cap(d.arena)-len(d.arena) < len(b) {
 		// What is left of the message bounds the strings still to come.
 		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(d.data))))
+		rest := len(d.data) - off
+		if off >= firstBlock { // enough read to go by
+			rest = min(rest, int(int64(rest)*int64(d.kept)/int64(off))+slack)
+		}
 		next := min(max(2*cap(d.arena), firstBlock), maxBlock)
-		size := max(len(b), min(next, len(d.data)-off))
+		size := max(len(b), min(next, rest))
 		d.arena = make([]byte, 0, size)
 		d.arenas++
 		d.arenaBytes += size
 	}
+	d.kept += len(b)
 	n := len(d.arena)
 	d.arena = append(d.arena, b...)
 	return unsafe.String(&d.arena[n], len(b))

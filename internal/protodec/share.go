@@ -31,7 +31,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 	case f.isMap && (f.strMap || f.qtyMap) && *(*unsafe.Pointer)(fp) == nil && d.canShare():
 		n, end := runEnd(start, num)
 		run := start[:end]
-		k := intern.KeyOf(run, rtype(f.typ), n)
+		k := intern.KeyOf(run, rtype(f.typ))
 		d.markShared(fp)
 		if m := d.lookup(f, k); m != nil {
 			*(*unsafe.Pointer)(fp) = m
@@ -62,7 +62,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			return 0, nil
 		}
 		run := start[:end]
-		k := intern.KeyOf(run, rtype(f.elem), n)
+		k := intern.KeyOf(run, rtype(f.typ)) // the slice type: a run never meets a pointer to one element
 		h := (*sliceHeader)(fp)
 		if a := d.lookup(f, k); a != nil {
 			h.data, h.len, h.cap = a, n, n
@@ -89,7 +89,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 
 	case f.ptr && f.kind == kMessage && *(*unsafe.Pointer)(fp) == nil && f.elem.Size() >= minShared && d.canShare():
 		end := fieldLen
-		k := intern.KeyOf(data, rtype(f.elem), 1)
+		k := intern.KeyOf(data, rtype(f.elem))
 		d.markShared(fp)
 		if v := d.lookup(f, k); v != nil {
 			*(*unsafe.Pointer)(fp) = v
@@ -136,7 +136,7 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 	if !d.sharing(f) {
 		return append([]byte{}, data...)
 	}
-	k := intern.KeyOf(data, rtype(bytesType), len(data))
+	k := intern.KeyOf(data, rtype(bytesType))
 	if p := d.lookup(f, k); p != nil {
 		return unsafe.Slice((*byte)(p), len(data))
 	}
