@@ -107,12 +107,15 @@ type ComponentStatus struct {
 
 // DeepCopyObject makes Widget a runtime.Object. Neither informer copies
 // objects on the measured path; a JSON round trip is enough here.
-func (w *Widget) DeepCopyObject() runtime.Object {
-	b, err := json.Marshal(w)
+func (w *Widget) DeepCopyObject() runtime.Object { return jsonCopy(w) }
+
+// jsonCopy returns a deep copy of v made by a JSON round trip.
+func jsonCopy[T any](v *T) *T {
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
 	}
-	var c Widget
+	var c T
 	if err := json.Unmarshal(b, &c); err != nil {
 		panic(err)
 	}
@@ -126,17 +129,7 @@ type WidgetList struct {
 	Items           []Widget `json:"items"`
 }
 
-func (l *WidgetList) DeepCopyObject() runtime.Object {
-	b, err := json.Marshal(l)
-	if err != nil {
-		panic(err)
-	}
-	var c WidgetList
-	if err := json.Unmarshal(b, &c); err != nil {
-		panic(err)
-	}
-	return &c
-}
+func (l *WidgetList) DeepCopyObject() runtime.Object { return jsonCopy(l) }
 
 // widgetFor returns the i-th Widget of the corpus.
 func widgetFor(i int) *Widget {

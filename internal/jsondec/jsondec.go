@@ -291,18 +291,8 @@ func (p *parser) array(depth int) ([]interface{}, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		p.skipSpace()
-		if p.i >= len(p.data) {
-			return nil, p.errf("unexpected end of input in array")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return a, nil
-		default:
-			return nil, p.errf("expected ',' or ']' in array")
+		if done, err := p.arrayNext(); err != nil || done {
+			return a, err
 		}
 	}
 }
@@ -516,6 +506,23 @@ func fastInt(s string) (int64, bool) {
 	return n, true
 }
 
+// arrayNext consumes ',' or ']' and reports whether the array ended.
+func (p *parser) arrayNext() (done bool, err error) {
+	p.skipSpace()
+	if p.i >= len(p.data) {
+		return false, p.errf("unexpected end of input in array")
+	}
+	switch p.data[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case ']':
+		p.i++
+		return true, nil
+	}
+	return false, p.errf("expected ',' or ']' in array")
+}
+
 // skipped marks a member that object leaves out.
 var skipped any = &struct{ byte }{}
 
@@ -556,18 +563,8 @@ func (p *parser) items() ([]interface{}, error) {
 			}
 		}
 		a = append(a, v)
-		p.skipSpace()
-		if p.i >= len(p.data) {
-			return nil, p.errf("unexpected end of input in array")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return a, nil
-		default:
-			return nil, p.errf("expected ',' or ']' in array")
+		if done, err := p.arrayNext(); err != nil || done {
+			return a, err
 		}
 	}
 }
