@@ -29,14 +29,17 @@ const (
 	// messages (security contexts, probes), string maps (labels,
 	// annotations, ConfigMap data) and resource lists. Messages that
 	// hold a time (conditions, container statuses, managed-fields
-	// entries) record one object's history and are never shared. Kinds of fields whose
-	// values turn out mostly unique among an informer's objects (after
-	// 4,096 lookups, fewer than one in 16 found) stop being looked up by
-	// that informer.
+	// entries) record one object's history and are never shared. In
+	// unstructured objects it shares every object and array below the
+	// top level (a spec, labels, a list inside a spec). Fields (or, in
+	// unstructured objects, keys) whose values turn out mostly unique
+	// among an informer's objects (after 4,096 lookups, fewer than one
+	// in 16 found) stop being looked up by that informer.
 	ShareAll
 	// ShareBlobs shares only byte fields of 16 bytes or more, which in
 	// practice are managed-fields blobs: safe under any Transform that
-	// does not write into byte slices.
+	// does not write into byte slices. Unstructured objects hold no byte
+	// fields, so for them it is ShareOff.
 	ShareBlobs
 	// ShareOff decodes every object into memory of its own.
 	ShareOff
