@@ -8,8 +8,10 @@
 // The table never keeps a value alive: an entry holds a weak pointer, and
 // a cleanup removes it once the last object using the value is collected.
 // Keys are 128-bit hashes with per-process random seeds, tagged with the Go
-// type and length of the value, so that a false match is not a practical
-// concern.
+// type of the value, so that a false match is not a practical concern.
+//
+// [Options] say how a decoder uses a table: what it shares, and when it
+// stops looking up a field whose values prove unique.
 //
 // Values handed out by the table are shared by every object that uses
 // them: nobody may change them in place.
