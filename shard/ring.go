@@ -90,4 +90,3 @@ func hashString(s string) uint64 {
 	x ^= x >> 31
 	return x
 }
-
