@@ -254,23 +254,17 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 		if v != skipped {
 			m[k] = v
 		}
-		p.skipSpace()
-		if p.i >= len(p.data) {
-			return nil, p.errf("unexpected end of input in object")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return m, nil
-		default:
-			return nil, p.errf("expected ',' or '}' in object")
+		if done, err := p.objectNext(); err != nil || done {
+			return m, err
 		}
 	}
 }
 
-func (p *parser) array(depth int) ([]interface{}, error) {
+func (p *parser) array(depth int) ([]interface{}, error) { return p.arrayOf(depth, -1) }
+
+// arrayOf parses the array at p.i, which has n elements (-1: not known,
+// counted first so that the array is allocated at its size).
+func (p *parser) arrayOf(depth, n int) ([]interface{}, error) {
 	if depth >= maxDepth {
 		return nil, p.errf("exceeded max depth")
 	}
@@ -281,9 +275,10 @@ func (p *parser) array(depth int) ([]interface{}, error) {
 		p.i++
 		return []interface{}{}, nil
 	}
-	// Counted first, so that the array is allocated at its size.
-	q := parser{data: p.data, i: open}
-	n, _ := q.valueNoAlloc(depth)
+	if n < 0 {
+		q := parser{data: p.data, i: open}
+		n, _ = q.valueNoAlloc(depth)
+	}
 	a := make([]interface{}, 0, n)
 	for {
 		v, err := p.value(depth + 1)

@@ -196,7 +196,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	key := intern.KeyOf(raw, sliceType)
 	v := p.opts.Lookup(k, key)
 	if v == nil {
-		a, err := sub.array(depth)
+		a, err := sub.arrayOf(depth, n) // counted by the skip above
 		if err != nil {
 			return nil, err
 		}

@@ -657,18 +657,8 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		} else if err := p.into(pl.elem, ep, depth+1); err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.i >= len(p.data) {
-			return p.errf("unexpected end of input in array")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return nil
-		default:
-			return p.errf("expected ',' or ']' in array")
+		if done, err := p.arrayNext(); err != nil || done {
+			return err
 		}
 	}
 }
