@@ -75,6 +75,13 @@ type FactoryOptions struct {
 	// informer the factory makes, before informers are told apart; for
 	// example to add a label selector to all of them. Default nil.
 	TweakListOptions func(*ListWatchOptions)
+	// KindSelector, when set, returns a label selector that the informers
+	// of objects of kind gk add to their own ("" for none): a sharded
+	// manager narrows the informers of its sharded kinds to its shard's
+	// objects this way. The kind is the Go type's, or, for unstructured
+	// and metadata-only informers, that of InformerForOptions.Resource.
+	// Default nil.
+	KindSelector func(gk schema.GroupKind) string
 	// Logger receives the informers' messages. Nil means discard.
 	Logger *slog.Logger
 	// Reflector configures every informer's reflector, except its Name,
@@ -212,6 +219,17 @@ func InformerFor[E any, T interface {
 		return nil, fmt.Errorf("cache: InformerFor: %w", err)
 	}
 	lwo := ListWatchOptions{Namespace: cmp.Or(opts.Namespace, f.opts.Namespace), LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector}
+	if f.opts.KindSelector != nil {
+		gk := opts.Resource.Kind.GroupKind()
+		if gk.Kind == "" {
+			if gvk, ok := client.KindOf(T(new(E)), f.opts.Client.Scheme); ok {
+				gk = gvk.GroupKind()
+			}
+		}
+		if sel := f.opts.KindSelector(gk); sel != "" && gk.Kind != "" {
+			lwo.LabelSelector = strings.TrimPrefix(lwo.LabelSelector+","+sel, ",")
+		}
+	}
 	if f.opts.TweakListOptions != nil {
 		f.opts.TweakListOptions(&lwo)
 	}

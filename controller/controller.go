@@ -18,6 +18,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/shard"
 	"github.com/loom-k8s/loom/tracing"
 	"github.com/loom-k8s/loom/workqueue"
 )
@@ -55,6 +56,13 @@ type Options struct {
 	// queues keys and a span per reconcile (see package tracing). The
 	// zero value is off.
 	Tracing tracing.Options
+	// Shard, set by a sharded manager, is this replica's shard of a ring
+	// (see package shard). A controller of a sharded kind then runs on
+	// every replica instead of the leader only, reconciles only its
+	// shard's objects (its informer selects them), and releases an object
+	// that is draining to another shard instead of reconciling it.
+	// Controllers of other kinds ignore it. Default nil: not sharded.
+	Shard *shard.Shard
 }
 
 // Metrics observes reconciles; the manager's Prometheus registry
@@ -108,6 +116,7 @@ type Controller[T client.Object] struct {
 	queue     *workqueue.Queue[Request]
 	primary   *cache.Informer[T]
 	kind      schema.GroupVersionKind // T's, for owner references
+	shard     *shard.Shard            // when T is sharded
 
 	mu      sync.Mutex
 	synced  []cache.Syncer // the sources' handler registrations
@@ -141,6 +150,9 @@ func New[E any, T interface {
 	if opts.Tracing.Provider == nil {
 		opts.Tracing = def.Tracing
 	}
+	if opts.Shard == nil {
+		opts.Shard = def.Shard
+	}
 	c := newController(opts, reconcile, typeName[E]())
 	f := mgr.Factory()
 	var errs []error
@@ -160,6 +172,9 @@ func New[E any, T interface {
 		c.kind = opts.For.Resource.Kind
 	} else if gvk, ok := client.KindOf(T(new(E)), f.ClientOptions().Scheme); ok {
 		c.kind = gvk
+	}
+	if opts.Shard != nil && opts.Shard.Sharded(c.kind.GroupKind()) {
+		c.shard = opts.Shard
 	}
 	if err := mgr.Add(c); err != nil {
 		errs = append(errs, err)
@@ -346,6 +361,16 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 	if !ok {
 		return Result{}, false, nil // gone: nothing to reconcile (finalizers handle cleanup)
 	}
+	if c.shard != nil && c.shard.Draining(obj) {
+		// Moving to another shard: this worker holds the key, so no
+		// reconcile of it is in flight here, and none starts once it is
+		// released (it leaves this shard's cache).
+		res, err := c.primary.Resource(ctx)
+		if err != nil {
+			return Result{}, false, err
+		}
+		return Result{}, false, c.shard.Release(ctx, res, obj)
+	}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.Timeout, errTimeout)
@@ -364,5 +389,7 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 	return res, false, err
 }
 
-// NeedLeaderElection reports that a controller runs only on the leader.
-func (c *Controller[T]) NeedLeaderElection() bool { return true }
+// NeedLeaderElection reports whether the controller runs only on the
+// leader: true, except for a sharded controller (see Options.Shard), which
+// runs on every replica.
+func (c *Controller[T]) NeedLeaderElection() bool { return c.shard == nil }

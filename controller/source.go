@@ -121,6 +121,13 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 			}
 		},
 		Update: func(old, new client.Object) {
+			if primary && c.shard != nil && c.shard.Draining(new) {
+				// A drain must reach a worker, whatever the predicates say.
+				for _, r := range mapFn(new) {
+					c.Enqueue(r)
+				}
+				return
+			}
 			for _, p := range filters() {
 				if p.Update != nil && !p.Update(old, new) {
 					return

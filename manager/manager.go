@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -28,6 +30,7 @@ import (
 	"github.com/loom-k8s/loom/events"
 	"github.com/loom-k8s/loom/leaderelection"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/shard"
 	"github.com/loom-k8s/loom/tracing"
 	"github.com/loom-k8s/loom/webhook"
 )
@@ -67,6 +70,39 @@ type LeaderElection struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
+// Sharding configures a sharded manager (see package shard): every
+// replica runs the controllers of the sharded kinds on its own share of
+// their objects, instead of one leader running them on all. The zero value
+// means no sharding.
+type Sharding struct {
+	// Ring names the ring of replicas and turns sharding on. Objects carry
+	// the label "shard.loom.dev/<Ring>" naming their shard.
+	Ring string
+	// Namespace holds the replicas' shard Leases. Default: the namespace
+	// of LeaderElection. One of the two is required.
+	Namespace string
+	// Kinds are the sharded kinds: the kinds of the sharded controllers,
+	// and the kinds of the objects those controllers own (through a
+	// controller owner reference), which follow their owner to its shard.
+	// Informers of these kinds hold this replica's share only; informers
+	// of other kinds hold everything. Every sharded kind that is not owned
+	// by another must have a controller in the manager, since moving one
+	// of its objects off a live replica waits for that replica's
+	// controller to release it.
+	Kinds []schema.GroupKind
+	// Identity names this replica's shard. Default: LeaderElection's
+	// Identity, or else the host name and a random suffix.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are those of the shard
+	// Lease, as in shard.MemberOptions (defaults 15 s, 10 s, 2 s). A
+	// replica that cannot renew within RenewDeadline stops: Start returns
+	// shard.ErrShardLost.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// SyncPeriod is the time between the leader's passes over the sharded
+	// objects (shard.AssignerOptions.SyncPeriod). Default 1 min.
+	SyncPeriod time.Duration
+}
+
 // Options configure [New]. The zero value is valid.
 type Options struct {
 	// Config says how to reach the API server. Nil means load it as
@@ -83,8 +119,13 @@ type Options struct {
 	// over the API server's discovery, cached, and refreshed when it
 	// meets a kind it does not know (a CRD installed since).
 	Mapper client.Mapper
-	// LeaderElection configures leader election. Default: off.
+	// LeaderElection configures leader election. Default: off, unless
+	// Sharding is on: then it is on, with the Lease "<ring>-leader" in
+	// Sharding.Namespace unless set here.
 	LeaderElection LeaderElection
+	// Sharding makes the manager one replica of a ring that shares the
+	// sharded kinds' objects out. Default: off.
+	Sharding Sharding
 	// HealthAddr is where /healthz and /readyz are served, such as
 	// ":8081". Default "": not served.
 	HealthAddr string
@@ -139,6 +180,7 @@ type Manager struct {
 	factory  *cache.Factory
 	recorder *events.Recorder
 	metrics  *metrics
+	shard    *shard.Shard // with sharding
 
 	mu        sync.Mutex
 	runnables []Runnable
@@ -179,6 +221,20 @@ func New(opts Options) (*Manager, error) {
 		}
 		cfg = c
 	}
+	if sh := &opts.Sharding; sh.Ring != "" {
+		le := &opts.LeaderElection
+		sh.Namespace = cmp.Or(sh.Namespace, le.Namespace)
+		if sh.Namespace == "" {
+			return nil, fmt.Errorf("manager: %w: Sharding.Namespace (or LeaderElection.Namespace) is required", shard.ErrInvalid)
+		}
+		sh.Identity = cmp.Or(sh.Identity, le.Identity, shard.DefaultIdentity())
+		if !le.Enabled {
+			le.Enabled = true
+			le.Namespace = cmp.Or(le.Namespace, sh.Namespace)
+			le.Name = cmp.Or(le.Name, sh.Ring+"-leader")
+		}
+		le.Identity = cmp.Or(le.Identity, sh.Identity)
+	}
 	m, err := newMetrics(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("manager: metrics: %w", err)
@@ -200,13 +256,27 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
+	fopts := cache.FactoryOptions{
+		Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper},
+		Namespace: opts.Namespace, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
+	}
+	var sh *shard.Shard
+	if s := opts.Sharding; s.Ring != "" {
+		sh, err = shard.New(rc, shard.ShardOptions{Ring: s.Ring, Identity: s.Identity, Kinds: s.Kinds, Metrics: m})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		fopts.KindSelector = func(gk schema.GroupKind) string {
+			if sh.Sharded(gk) {
+				return sh.Selector()
+			}
+			return ""
+		}
+	}
 	mgr := &Manager{
-		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec,
+		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, shard: sh,
 		clients: map[clientKey]any{}, addrs: map[string]net.Addr{},
-		factory: cache.NewFactory(rc, cache.FactoryOptions{
-			Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper},
-			Namespace: opts.Namespace, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
-		}),
+		factory: cache.NewFactory(rc, fopts),
 	}
 	mgr.runnables = append(mgr.runnables, rec)
 	return mgr, nil
@@ -241,8 +311,11 @@ func (m *Manager) WebhookMetrics() webhook.Metrics { return m.metrics }
 // metrics and logger; adjust Workers and the rest before passing them to
 // controller.New.
 func (m *Manager) ControllerOptions() controller.Options {
-	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log, Tracing: m.opts.Tracing}
+	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log, Tracing: m.opts.Tracing, Shard: m.shard}
 }
+
+// Shard returns this replica's shard, or nil without sharding.
+func (m *Manager) Shard() *shard.Shard { return m.shard }
 
 // Registry returns the manager's Prometheus registry, for a program's
 // own metrics: what is registered there is served on /metrics too.
@@ -335,12 +408,38 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	wg.Go(func() { _ = m.factory.Start(ctx) })
 
+	// With sharding, this replica's shard Lease lives until every runnable
+	// has stopped, so that no reconcile of its objects is in flight when
+	// the others take them over; its fence guards the writes of the
+	// runnables that are not the leader's.
+	shardDone := make(chan error, 1)
+	shardCtx, stopShard := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopShard()
+	runCtx := ctx
+	if m.shard != nil {
+		member, assigner, err := m.sharding(ctx, &wg)
+		if err != nil {
+			return err
+		}
+		runnables = append(runnables, assigner)
+		runCtx = rest.WithFence(ctx, member)
+		go func() {
+			err := member.Start(shardCtx)
+			if err != nil {
+				cancel(fmt.Errorf("manager: %w", err))
+			}
+			shardDone <- err
+		}()
+	} else {
+		shardDone <- nil
+	}
+
 	var leaders []Runnable
 	for _, r := range runnables {
 		if needsLeader(r) {
 			leaders = append(leaders, r)
 		} else {
-			run(ctx, r)
+			run(runCtx, r)
 		}
 	}
 	startLeaders := func(ctx context.Context) {
@@ -396,7 +495,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	cause := context.Cause(ctx)
 	m.log.Info("shutting down", "cause", cause)
 	done := make(chan struct{})
-	go func() { wg.Wait(); m.factory.Shutdown(); close(done) }()
+	go func() { wg.Wait(); m.factory.Shutdown(); stopShard(); <-shardDone; close(done) }()
 	select {
 	case <-done:
 	case <-time.After(m.opts.ShutdownTimeout):
@@ -406,6 +505,37 @@ func (m *Manager) Start(ctx context.Context) error {
 		return nil // the caller's context ended: a normal shutdown
 	}
 	return cause
+}
+
+// sharding makes the parts of a sharded manager: this replica's shard
+// Lease (returned, to run until everything else has stopped), the watch of
+// the ring's Leases (run at once) and the assigner (a leader runnable).
+func (m *Manager) sharding(ctx context.Context, wg *sync.WaitGroup) (*shard.Member, *shard.Assigner, error) {
+	s := m.opts.Sharding
+	leases, err := client.For[coordinationv1.Lease](m.rc, client.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	member, err := shard.NewMember(leases, shard.MemberOptions{
+		Ring: s.Ring, Namespace: s.Namespace, Identity: s.Identity,
+		LeaseDuration: s.LeaseDuration, RenewDeadline: s.RenewDeadline, RetryPeriod: s.RetryPeriod, Logger: m.log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("manager: %w", err)
+	}
+	members, err := shard.NewMembers(leases, shard.MembersOptions{Ring: s.Ring, Namespace: s.Namespace, Logger: m.log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("manager: %w", err)
+	}
+	assigner, err := shard.NewAssigner(m.rc, shard.AssignerOptions{
+		Ring: s.Ring, Members: members, Kinds: s.Kinds, Mapper: m.mapper, Namespace: m.opts.Namespace,
+		SyncPeriod: s.SyncPeriod, Metrics: m.metrics, Logger: m.log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("manager: %w", err)
+	}
+	wg.Go(func() { _ = members.Start(ctx) })
+	return member, assigner, nil
 }
 
 // serve opens the health and metrics servers.

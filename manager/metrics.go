@@ -71,6 +71,13 @@ type metrics struct {
 	// as controller-runtime's.
 	admissionPanics, conversionPanics prometheus.Counter
 
+	// Sharding (loom_ only: controller-runtime has no sharding).
+	shardRing    *prometheus.GaugeVec     // {ring}: live shards
+	ringChanges  *prometheus.CounterVec   // {ring}
+	shardMoves   *prometheus.CounterVec   // {ring, reason}
+	shardObjects *prometheus.GaugeVec     // {ring, kind, shard}
+	drainTime    *prometheus.HistogramVec // {ring}
+
 	// Series looked up once per controller, not per reconcile.
 	series sync.Map // controller -> *controllerSeries
 }
@@ -150,11 +157,29 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		conversionPanics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "controller_runtime_conversion_webhook_panics_total", Help: "Panics recovered in conversion webhook handlers.",
 		}),
+		shardRing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "loom_shard_ring_members", Help: "Live shards of the ring, as the leader last saw them.",
+		}, []string{"ring"}),
+		ringChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_shard_ring_changes_total", Help: "Changes of the ring's live shards seen by the leader.",
+		}, []string{"ring"}),
+		shardMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loom_shard_assignments_total",
+			Help: "Objects given a shard by the leader, by reason: new (none before), dead (its shard left), drain (a move off a live shard began), owner (an owned object followed its owner).",
+		}, []string{"ring", "reason"}),
+		shardObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "loom_shard_objects", Help: "Objects per shard (\"\" for unassigned) and kind, counted by the leader's last pass.",
+		}, []string{"ring", "kind", "shard"}),
+		drainTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "loom_shard_drain_seconds", Help: "Time from the start of a drain to its release by the old shard (clocks of two replicas).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, []string{"ring"}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.reconciles, m.errors, m.terminalErrors, m.panics, m.timeouts, m.reconcileTime, m.maxWorkers, m.activeWorkers,
 		m.restRequests, m.requests, m.latency, m.leader, m.webhooks, m.webhookLat, m.inFlight,
 		m.admissionPanics, m.conversionPanics,
+		m.shardRing, m.ringChanges, m.shardMoves, m.shardObjects, m.drainTime,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -282,4 +307,29 @@ func (m *metrics) ObservePanic(_ string, conversion bool) {
 	} else {
 		m.admissionPanics.Inc()
 	}
+}
+
+// ObserveRing implements shard.Metrics.
+func (m *metrics) ObserveRing(ring string, shards int) {
+	m.shardRing.WithLabelValues(ring).Set(float64(shards))
+	m.ringChanges.WithLabelValues(ring).Inc()
+}
+
+// ObserveMove implements shard.Metrics.
+func (m *metrics) ObserveMove(ring, reason string) {
+	m.shardMoves.WithLabelValues(ring, reason).Inc()
+}
+
+// ObserveObjects implements shard.Metrics. The series of a shard counted
+// before but not now (one that left) are removed.
+func (m *metrics) ObserveObjects(ring, kind string, perShard map[string]int) {
+	m.shardObjects.DeletePartialMatch(prometheus.Labels{"ring": ring, "kind": kind})
+	for s, n := range perShard {
+		m.shardObjects.WithLabelValues(ring, kind, s).Set(float64(n))
+	}
+}
+
+// ObserveDrain implements shard.Metrics.
+func (m *metrics) ObserveDrain(ring string, d time.Duration) {
+	m.drainTime.WithLabelValues(ring).Observe(d.Seconds())
 }

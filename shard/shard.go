@@ -1,0 +1,110 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/rest"
+)
+
+// ShardOptions configure [New]. Ring and Identity are required.
+type ShardOptions struct {
+	// Ring names the ring; Identity names this shard in it.
+	Ring, Identity string
+	// Kinds are the sharded kinds (see AssignerOptions.Kinds).
+	Kinds []schema.GroupKind
+	// Metrics observes drain times. Nil means none.
+	Metrics Metrics
+}
+
+// Shard is one replica's side of a ring: which objects it holds, and how
+// it releases an object that is moving to another shard. A sharded
+// manager gives it to its informers (Selector) and its controllers
+// (Draining and Release).
+type Shard struct {
+	rc   *rest.Client
+	opts ShardOptions
+
+	mu      sync.Mutex
+	clients map[schema.GroupVersionResource]*client.Client[*metav1.PartialObjectMetadata]
+}
+
+// New returns the shard opts describes, which writes through rc.
+func New(rc *rest.Client, opts ShardOptions) (*Shard, error) {
+	if opts.Identity == "" {
+		return nil, fmt.Errorf("%w: ShardOptions.Identity is required", ErrInvalid)
+	}
+	if err := validate(opts.Ring, opts.Identity); err != nil {
+		return nil, err
+	}
+	return &Shard{rc: rc, opts: opts, clients: map[schema.GroupVersionResource]*client.Client[*metav1.PartialObjectMetadata]{}}, nil
+}
+
+// Ring returns the ring's name.
+func (s *Shard) Ring() string { return s.opts.Ring }
+
+// Identity returns this shard's identity.
+func (s *Shard) Identity() string { return s.opts.Identity }
+
+// Sharded reports whether objects of kind gk are sharded.
+func (s *Shard) Sharded(gk schema.GroupKind) bool { return slices.Contains(s.opts.Kinds, gk) }
+
+// Selector returns the label selector of this shard's objects.
+func (s *Shard) Selector() string { return Label(s.opts.Ring) + "=" + s.opts.Identity }
+
+// Draining reports whether obj, one of this shard's objects, is asked to
+// move to another shard.
+func (s *Shard) Draining(obj metav1.Object) bool {
+	l := obj.GetLabels()
+	_, drain := l[DrainLabel(s.opts.Ring)]
+	return drain && l[Label(s.opts.Ring)] == s.opts.Identity
+}
+
+// Release gives up obj, an object of res that is draining: it removes the
+// shard label and the drain label, if the shard label still names this
+// shard, so that the object can be given its new shard. Call it instead
+// of reconciling the object, from the worker that would reconcile it: a
+// reconcile of it in flight has then finished, and none begins after,
+// since the object leaves this shard's cache. An object that has already
+// moved on is not an error.
+func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Object) error {
+	c, err := s.client(res)
+	if err != nil {
+		return err
+	}
+	drain := DrainLabel(s.opts.Ring)
+	since := obj.GetLabels()[drain]
+	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity,
+		jsonPatchOp{Op: "remove", Path: labelPath(Label(s.opts.Ring))},
+		jsonPatchOp{Op: "remove", Path: labelPath(drain)})
+	if err != nil {
+		return fmt.Errorf("shard: release %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	if ms, perr := strconv.ParseInt(since, 10, 64); ok && perr == nil && s.opts.Metrics != nil {
+		s.opts.Metrics.ObserveDrain(s.opts.Ring, time.Since(time.UnixMilli(ms)))
+	}
+	return nil
+}
+
+// client returns a metadata client for res.
+func (s *Shard) client(res client.Resource) (*client.Client[*metav1.PartialObjectMetadata], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.clients[res.Resource]; ok {
+		return c, nil
+	}
+	c, err := client.For[metav1.PartialObjectMetadata](s.rc, client.Options{Resource: res})
+	if err != nil {
+		return nil, err
+	}
+	s.clients[res.Resource] = c
+	return c, nil
+}
