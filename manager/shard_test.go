@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +114,7 @@ func TestShardedManagers(t *testing.T) {
 			key := cm.Namespace + "/" + cm.Name
 			log.start(id, key)
 			defer log.end(id, key, cm.Data["v"])
-			time.Sleep(2 * time.Millisecond) // widen the window an overlap would need
+			time.Sleep(25 * time.Millisecond) // widen the window an overlap would need
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, Labels: map[string]string{"test": cm.Labels["test"]}}}
 			if err := controller.SetControllerReference(cm, s); err != nil {
 				return controller.Result{}, err
@@ -209,6 +210,23 @@ func TestShardedManagers(t *testing.T) {
 		}
 	}
 
+	// Keep changing the ConfigMaps while replicas come and go, so that
+	// reconciles are under way whenever an object moves.
+	bumpCtx, stopBumps := context.WithCancel(t.Context())
+	bumped := make(chan struct{})
+	go func() {
+		defer close(bumped)
+		for i := 0; bumpCtx.Err() == nil; i++ {
+			cm, err := cms.Get(bumpCtx, "cm-"+strconv.Itoa(i%n), metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			cm.Data["bump"] = strconv.Itoa(i)
+			_, _ = cms.Update(bumpCtx, cm, metav1.UpdateOptions{})
+		}
+	}()
+	defer func() { stopBumps(); <-bumped }()
+
 	a := start("a")
 	eventually(t, "one replica to hold and reconcile everything", settled("0", a))
 	update("1")
@@ -223,6 +241,22 @@ func TestShardedManagers(t *testing.T) {
 	}
 	update("2")
 	eventually(t, "three replicas to reconcile every change", settled("2", a, b, cr))
+
+	// A shard that joins and then dies without leaving: its Lease is never
+	// renewed. Objects drain to it, then move on at once when it expires.
+	leases, _ := client.For[coordinationv1.Lease](rc, client.Options{})
+	ghost, dur, now := "ghost", int32(3), metav1.NewMicroTime(time.Now())
+	if _, err := leases.Namespace(ns).Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-ghost", Labels: map[string]string{shard.RingLabel: "test"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &ghost, LeaseDurationSeconds: &dur, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "objects to move to the new shard", func() bool {
+		l, err := cms.List(t.Context(), metav1.ListOptions{LabelSelector: shard.Label("test") + "=ghost"})
+		return err == nil && len(l.Items) > 0
+	})
+	eventually(t, "objects to move off the dead shard", settled("2", a, b, cr))
 
 	b.stop(t)
 	eventually(t, "two replicas to take over the leaving one's objects", settled("2", a, cr))
