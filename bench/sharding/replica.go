@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/controller"
+	"github.com/loom-k8s/loom/manager"
+)
+
+// The replica's side of the scenario: a manager reconciling Shelves, each
+// owning two ConfigMaps whose data is the Shelf's spec.value. It writes a
+// line per reconcile start and end, with the system's monotonic clock, and
+// on SIGUSR1 a line with its heap (after a GC) and what its informers
+// hold.
+
+var shelfRes = client.Resource{
+	Resource:   schema.GroupVersionResource{Group: "bench.loom.dev", Version: "v1", Resource: "shelves"},
+	Kind:       schema.GroupVersionKind{Group: "bench.loom.dev", Version: "v1", Kind: "Shelf"},
+	Namespaced: true,
+}
+
+// monotonic is CLOCK_MONOTONIC in nanoseconds: one clock for every process
+// on the machine.
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// replicaMain runs one replica until SIGTERM. id "" runs unsharded.
+func replicaMain(kubeconfig, ns, id, logPath string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	cfg, err := config.Load(config.LoadOptions{Path: kubeconfig})
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<16)
+	var mu sync.Mutex
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(w, format, args...)
+		mu.Unlock()
+	}
+	go func() { // flush often, so a kill -9 loses little
+		for range time.Tick(100 * time.Millisecond) {
+			mu.Lock()
+			_ = w.Flush()
+			mu.Unlock()
+		}
+	}()
+	defer func() { mu.Lock(); _ = w.Flush(); mu.Unlock() }()
+
+	opts := manager.Options{Config: &cfg, Namespace: ns}
+	if id != "" {
+		opts.Sharding = manager.Sharding{
+			Ring: "bench", Namespace: ns, Identity: id,
+			Kinds: []schema.GroupKind{shelfRes.Kind.GroupKind(), {Kind: "ConfigMap"}},
+		}
+	}
+	mgr, err := manager.New(opts)
+	if err != nil {
+		return err
+	}
+	cms := manager.CachedClient[corev1.ConfigMap](mgr)
+	reconcile := func(ctx context.Context, shelf *unstructured.Unstructured) (controller.Result, error) {
+		key := shelf.GetNamespace() + "/" + shelf.GetName()
+		value, _, _ := unstructured.NestedString(shelf.Object, "spec", "value")
+		logf("S %d %s\n", monotonic(), key)
+		defer func() { logf("E %d %s %s\n", monotonic(), key, value) }()
+		for _, suffix := range []string{"-a", "-b"} {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: shelf.GetNamespace(), Name: shelf.GetName() + suffix}}
+			_, err := controller.CreateOrUpdate(ctx, cms, cm, func(cm *corev1.ConfigMap) error {
+				cm.Data = map[string]string{"value": value}
+				return controller.SetControllerReference(shelf, cm)
+			})
+			if err != nil {
+				return controller.Result{}, err
+			}
+		}
+		return controller.Result{}, nil
+	}
+	ctrl := controller.New[unstructured.Unstructured](mgr, reconcile, controller.Options{Name: "shelf", Workers: 4, For: cache.InformerForOptions{Resource: shelfRes}})
+	ctrl.Owns(cms)
+
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			shelves := len(ctrl.Informer().Indexer().List())
+			cached, _ := cms.List(ctx, "", nil)
+			logf("M %d heap=%d shelves=%d configmaps=%d\n", monotonic(), ms.HeapAlloc, shelves, len(cached))
+			mu.Lock()
+			_ = w.Flush()
+			mu.Unlock()
+		}
+	}()
+	logf("U %d started\n", monotonic())
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+)
+
+// Options configure a run of the scenario.
+type Options struct {
+	Shelves    int           // primary objects; each owns two ConfigMaps
+	UpdateRate int           // Shelf updates per second, throughout
+	Exe        string        // the binary to run replicas with (this one)
+	Dir        string        // where the replicas' logs go
+	Out        io.Writer     // report lines
+	Timeout    time.Duration // per step
+}
+
+// replicaEnv makes a process a replica: "<kubeconfig>|<namespace>|<id>|<log>".
+const replicaEnv = "LOOM_SHARDING_REPLICA"
+
+// maybeReplica runs the process as a replica if replicaEnv says so, and
+// exits.
+func maybeReplica() {
+	v := os.Getenv(replicaEnv)
+	if v == "" {
+		return
+	}
+	f := strings.Split(v, "|")
+	if err := replicaMain(f[0], f[1], f[2], f[3]); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "replica:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+const ns = "shards"
+
+var crdRes = client.Resource{
+	Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+	Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+}
+
+const shelfCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"shelves.bench.loom.dev"},
+ "spec":{"group":"bench.loom.dev","scope":"Namespaced","names":{"plural":"shelves","singular":"shelf","kind":"Shelf"},
+  "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object",
+   "properties":{"spec":{"type":"object","properties":{"value":{"type":"string"}}}}}}}]}}`
+
+// proc is a replica process.
+type proc struct {
+	id, log string
+	cmd     *exec.Cmd
+	done    chan error
+	killed  int64 // monotonic time of a kill -9; 0 if not killed
+}
+
+// reconciled is the last reconcile of a key seen in the logs.
+type reconciled struct {
+	at      int64
+	value   string
+	replica string
+}
+
+// run is one run of the scenario.
+type run struct {
+	opts    Options
+	env     *testenv.Env
+	kubecfg string
+	shelves *client.Client[*unstructured.Unstructured]
+	meta    *client.Client[*metav1.PartialObjectMetadata] // Shelves, metadata only
+	cmMeta  *client.Client[*metav1.PartialObjectMetadata]
+
+	procs   map[string]*proc
+	offsets map[string]int64
+
+	dead []*proc
+
+	upd sync.Mutex // held by the updater while it writes; held to pause it
+
+	mu         sync.Mutex
+	written    map[string]string     // key -> last value written
+	last       map[string]reconciled // key -> last reconcile end
+	reconciles map[string]int        // per replica
+	open       map[string]int64      // replica+" "+key -> start of a reconcile in flight
+	intervals  map[string][]interval // key -> reconciles
+}
+
+// interval is one reconcile of a key.
+type interval struct {
+	start, end int64
+	replica    string
+}
+
+// Report is what a run measured.
+type Report struct {
+	Steps    []StepReport
+	Baseline Heap // one unsharded replica holding everything
+	Overlaps []string
+}
+
+// Heap is one replica's heap after a GC, and what its informers held.
+type Heap struct {
+	Replica             string
+	Bytes               int64
+	Shelves, ConfigMaps int
+}
+
+// StepReport is one step of the sequence.
+type StepReport struct {
+	Name       string
+	Replicas   []string
+	Settled    time.Duration // from the change until every Shelf and ConfigMap is on its shard
+	CaughtUp   time.Duration // from the change until every update made before settling is reconciled by its shard
+	Bound      time.Duration
+	Moved      float64 // share of the Shelves whose shard changed
+	MoveBound  float64 // the most that may move (adding replicas only)
+	Heaps      []Heap
+	Reconciles map[string]int // per replica, during the step
+	Unbalanced []string
+}
+
+// Run runs the scenario on a fresh control plane.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	r := &run{opts: opts, env: env, kubecfg: env.KubeconfigPath, procs: map[string]*proc{}, offsets: map[string]int64{},
+		written: map[string]string{}, last: map[string]reconciled{}, reconciles: map[string]int{},
+		open: map[string]int64{}, intervals: map[string][]interval{}}
+	defer r.stopAll()
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	return r.sequence(ctx)
+}
+
+func (r *run) setup(ctx context.Context) error {
+	cfg, err := config.Load(config.LoadOptions{Path: r.kubecfg})
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		return err
+	}
+	crds, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: crdRes})
+	var crd unstructured.Unstructured
+	if err := json.Unmarshal([]byte(shelfCRD), &crd.Object); err != nil {
+		return err
+	}
+	if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	nsRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}}
+	nss, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: nsRes})
+	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
+	if _, err := nss.Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	r.shelves, _ = client.For[unstructured.Unstructured](rc, client.Options{Resource: shelfRes})
+	r.shelves = r.shelves.Namespace(ns)
+	r.meta, _ = client.For[metav1.PartialObjectMetadata](rc, client.Options{Resource: shelfRes})
+	r.meta = r.meta.Namespace(ns)
+	cmRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}
+	r.cmMeta, _ = client.For[metav1.PartialObjectMetadata](rc, client.Options{Resource: cmRes})
+	r.cmMeta = r.cmMeta.Namespace(ns)
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := r.shelves.List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("the Shelf CRD is not served: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Create the Shelves, 8 at a time.
+	work := make(chan int)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				name := fmt.Sprintf("shelf-%05d", i)
+				obj := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
+					"metadata": map[string]any{"name": name, "namespace": ns},
+					"spec":     map[string]any{"value": "0"},
+				}}
+				if _, err := r.shelves.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				r.mu.Lock()
+				r.written[ns+"/"+name] = "0"
+				r.mu.Unlock()
+			}
+		})
+	}
+	for i := range r.opts.Shelves {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("create shelves: %w", err)
+	default:
+	}
+	return nil
+}
+
+// start starts a replica; id "" runs one unsharded.
+func (r *run) start(id string) error {
+	name := cmp(id, "solo")
+	log := filepath.Join(r.opts.Dir, name+".log")
+	cmd := exec.Command(r.opts.Exe)
+	cmd.Env = append(os.Environ(), replicaEnv+"="+strings.Join([]string{r.kubecfg, ns, id, log}, "|"))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p := &proc{id: name, log: log, cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	r.procs[name] = p
+	return nil
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// stop stops a replica gracefully and waits for it.
+func (r *run) stop(id string) error {
+	p := r.procs[id]
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		r.readLog(p)
+		delete(r.procs, id)
+		if err != nil {
+			return fmt.Errorf("replica %s: %w", id, err)
+		}
+		return nil
+	case <-time.After(time.Minute):
+		return fmt.Errorf("replica %s did not stop", id)
+	}
+}
+
+// kill kills a replica with SIGKILL.
+func (r *run) kill(id string) {
+	p := r.procs[id]
+	p.killed = monotonic()
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	r.readLog(p)
+	r.dead = append(r.dead, p)
+	delete(r.procs, id)
+}
+
+func (r *run) stopAll() {
+	for _, p := range r.procs {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// readLog reads the new complete lines of a replica's log.
+func (r *run) readLog(p *proc) []string {
+	f, err := os.Open(p.log)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(r.offsets[p.log], io.SeekStart); err != nil {
+		return nil
+	}
+	br := bufio.NewReaderSize(f, 1<<16)
+	var heaps []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			break // an incomplete line is read next time
+		}
+		r.offsets[p.log] += int64(len(line))
+		fs := strings.Fields(line)
+		switch {
+		case len(fs) == 3 && fs[0] == "S":
+			at, _ := strconv.ParseInt(fs[1], 10, 64)
+			r.mu.Lock()
+			r.open[p.id+" "+fs[2]] = at
+			r.mu.Unlock()
+		case len(fs) == 4 && fs[0] == "E":
+			at, _ := strconv.ParseInt(fs[1], 10, 64)
+			r.mu.Lock()
+			if at > r.last[fs[2]].at {
+				r.last[fs[2]] = reconciled{at: at, value: fs[3], replica: p.id}
+			}
+			r.reconciles[p.id]++
+			if start, ok := r.open[p.id+" "+fs[2]]; ok {
+				r.intervals[fs[2]] = append(r.intervals[fs[2]], interval{start, at, p.id})
+				delete(r.open, p.id+" "+fs[2])
+			}
+			r.mu.Unlock()
+		case len(fs) > 0 && fs[0] == "M":
+			heaps = append(heaps, line)
+		}
+	}
+	return heaps
+}

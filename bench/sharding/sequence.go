@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loom-k8s/loom/shard"
+)
+
+var shelfGK = schema.GroupKind{Group: "bench.loom.dev", Kind: "Shelf"}
+
+// sequence runs the baseline and the steps 1 -> 3 -> 5 -> 2 -> kill -9.
+func (r *run) sequence(ctx context.Context) (*Report, error) {
+	rep := &Report{}
+	ctx, stopUpdates := context.WithCancel(ctx)
+	defer stopUpdates()
+	go r.updater(ctx)
+
+	// The baseline: one unsharded replica holding everything.
+	if err := r.start(""); err != nil {
+		return nil, err
+	}
+	if _, err := r.caughtUp(ctx, nil, time.Now(), 5*time.Minute); err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	heaps, err := r.heaps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Baseline = heaps[0]
+	fmt.Fprintf(r.opts.Out, "baseline: one unsharded replica, heap %.1f MB, %d Shelves, %d ConfigMaps cached\n",
+		float64(rep.Baseline.Bytes)/1e6, rep.Baseline.Shelves, rep.Baseline.ConfigMaps)
+	if err := r.stop("solo"); err != nil {
+		return nil, err
+	}
+
+	before := map[string]string{}
+	type step struct {
+		name      string
+		act       func() error
+		bound     time.Duration
+		addedFrom int // replicas before, when replicas are only added
+	}
+	steps := []step{
+		{"start r1", func() error { return r.start("r1") }, 5 * time.Minute, 0},
+		{"1 -> 3", func() error { return errorsJoin(r.start("r2"), r.start("r3")) }, 10 * time.Second, 1},
+		{"3 -> 5", func() error { return errorsJoin(r.start("r4"), r.start("r5")) }, 10 * time.Second, 3},
+		{"5 -> 2 (r2, r4, r5 stop)", func() error { return errorsJoin(r.stop("r2"), r.stop("r4"), r.stop("r5")) }, 10 * time.Second, 0},
+		{"kill -9 r1 (the leader)", func() error { r.kill("r1"); return nil }, 15*time.Second + 10*time.Second, 0},
+	}
+	for _, s := range steps {
+		r.mu.Lock()
+		counts := maps.Clone(r.reconciles)
+		r.mu.Unlock()
+		t0 := time.Now()
+		if err := s.act(); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		live := slices.Sorted(maps.Keys(r.procs))
+		ring := shard.NewRing(live, shard.RingOptions{})
+		sr := StepReport{Name: s.name, Replicas: live, Bound: s.bound}
+		after, settled, err := r.settle(ctx, ring, t0, s.bound+time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		sr.Settled = settled
+		if sr.CaughtUp, err = r.caughtUp(ctx, ring, t0, s.bound+time.Minute); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		if len(before) > 0 {
+			moved := 0
+			for k, v := range after {
+				if before[k] != v {
+					moved++
+				}
+			}
+			sr.Moved = float64(moved) / float64(len(after))
+			if s.addedFrom > 0 {
+				sr.MoveBound = 1.3 * float64(len(live)-s.addedFrom) / float64(len(live))
+			}
+		}
+		before = after
+		if sr.Heaps, err = r.heaps(ctx); err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		sr.Reconciles = map[string]int{}
+		for _, id := range live {
+			sr.Reconciles[id] = r.reconciles[id] - counts[id]
+		}
+		r.mu.Unlock()
+		fair := float64(r.opts.Shelves) / float64(len(live))
+		for _, h := range sr.Heaps {
+			if f := float64(h.Shelves) / fair; f < 0.8 || f > 1.25 {
+				sr.Unbalanced = append(sr.Unbalanced, fmt.Sprintf("%s caches %d Shelves, %.2f of a fair share", h.Replica, h.Shelves, f))
+			}
+		}
+		rep.Steps = append(rep.Steps, sr)
+		r.print(sr, rep.Baseline)
+	}
+	stopUpdates()
+	rep.Overlaps = r.overlaps()
+	fmt.Fprintf(r.opts.Out, "overlapping reconciles: %d\n", len(rep.Overlaps))
+	for _, o := range rep.Overlaps[:min(len(rep.Overlaps), 10)] {
+		fmt.Fprintln(r.opts.Out, "  ", o)
+	}
+	return rep, nil
+}
+
+func (r *run) print(sr StepReport, base Heap) {
+	var hs []string
+	for _, h := range sr.Heaps {
+		hs = append(hs, fmt.Sprintf("%s %.1f MB (%.2fx) %d/%d", h.Replica, float64(h.Bytes)/1e6, float64(h.Bytes)/float64(base.Bytes), h.Shelves, h.ConfigMaps))
+	}
+	var rs []string
+	for _, id := range sr.Replicas {
+		rs = append(rs, fmt.Sprintf("%s %d", id, sr.Reconciles[id]))
+	}
+	move := fmt.Sprintf("moved %.3f", sr.Moved)
+	if sr.MoveBound > 0 {
+		move += fmt.Sprintf(" (bound %.3f)", sr.MoveBound)
+	}
+	fmt.Fprintf(r.opts.Out, "%-26s settled %6.2fs  caught up %6.2fs (bound %s)  %s\n    heap, Shelves/ConfigMaps cached: %s\n    reconciles: %s\n",
+		sr.Name, sr.Settled.Seconds(), sr.CaughtUp.Seconds(), sr.Bound, move, strings.Join(hs, ", "), strings.Join(rs, ", "))
+	for _, u := range sr.Unbalanced {
+		fmt.Fprintln(r.opts.Out, "    UNBALANCED:", u)
+	}
+}
+
+func errorsJoin(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// updater changes a random Shelf UpdateRate times a second until ctx ends.
+func (r *run) updater(ctx context.Context) {
+	if r.opts.UpdateRate <= 0 {
+		return
+	}
+	tick := time.NewTicker(time.Second / time.Duration(r.opts.UpdateRate))
+	defer tick.Stop()
+	for i := 1; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		name := fmt.Sprintf("shelf-%05d", rand.IntN(r.opts.Shelves))
+		value := strconv.Itoa(i)
+		r.upd.Lock()
+		_, err := r.shelves.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"value":"`+value+`"}}`), metav1.PatchOptions{})
+		if err == nil {
+			r.mu.Lock()
+			r.written[ns+"/"+name] = value
+			r.mu.Unlock()
+		}
+		r.upd.Unlock()
+	}
+}
+
+// settle waits until every Shelf is on the shard ring gives it, with no
+// drain label, and every owned ConfigMap on its owner's shard. It returns
+// the Shelves' shards.
+func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound time.Duration) (map[string]string, time.Duration, error) {
+	label, drain := shard.Label("bench"), shard.DrainLabel("bench")
+	why := ""
+	for {
+		for _, p := range r.procs {
+			r.readLog(p)
+		}
+		ok, shards := true, map[string]string{}
+		l, err := r.meta.ListAll(ctx, metav1.ListOptions{})
+		if err != nil {
+			ok, why = false, err.Error()
+		} else {
+			for _, o := range l.Items {
+				want, _ := ring.Shard(shard.Key(shelfGK, o))
+				_, draining := o.Labels[drain]
+				shards[o.Name] = o.Labels[label]
+				if o.Labels[label] != want || draining {
+					ok, why = false, fmt.Sprintf("shelf %s on %q (draining %v), want %q", o.Name, o.Labels[label], draining, want)
+					break
+				}
+			}
+		}
+		if ok {
+			cl, err := r.cmMeta.ListAll(ctx, metav1.ListOptions{})
+			if err != nil {
+				ok, why = false, err.Error()
+			} else {
+				for _, o := range cl.Items {
+					if metav1.GetControllerOf(o) == nil {
+						continue
+					}
+					want, _ := ring.Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, o))
+					if o.Labels[label] != want {
+						ok, why = false, fmt.Sprintf("configmap %s on %q, want %q", o.Name, o.Labels[label], want)
+						break
+					}
+				}
+			}
+		}
+		if ok {
+			return shards, time.Since(t0), nil
+		}
+		if time.Since(t0) > bound {
+			return nil, 0, fmt.Errorf("not settled after %s: %s", bound, why)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// caughtUp pauses the updates and waits until every Shelf's last written
+// value has been reconciled, by its shard on ring (any replica when ring
+// is nil). It returns the time since t0.
+func (r *run) caughtUp(ctx context.Context, ring *shard.Ring, t0 time.Time, bound time.Duration) (time.Duration, error) {
+	r.upd.Lock()
+	defer r.upd.Unlock()
+	why := ""
+	for {
+		for _, p := range r.procs {
+			r.readLog(p)
+		}
+		ok := true
+		r.mu.Lock()
+		for key, v := range r.written {
+			last := r.last[key]
+			want := last.replica
+			if ring != nil {
+				want, _ = ring.Shard(shard.Key(shelfGK, &metav1.ObjectMeta{Namespace: ns, Name: strings.TrimPrefix(key, ns+"/")}))
+			}
+			if last.value != v || last.replica != want {
+				ok, why = false, fmt.Sprintf("%s: wrote %q, last reconciled %q by %q (want %q)", key, v, last.value, last.replica, want)
+				break
+			}
+		}
+		r.mu.Unlock()
+		if ok {
+			return time.Since(t0), nil
+		}
+		if time.Since(t0) > bound {
+			return 0, fmt.Errorf("not caught up after %s: %s", bound, why)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// heaps asks every live replica for its heap and cache sizes.
+func (r *run) heaps(ctx context.Context) ([]Heap, error) {
+	var out []Heap
+	for _, id := range slices.Sorted(maps.Keys(r.procs)) {
+		p := r.procs[id]
+		r.readLog(p)
+		_ = p.cmd.Process.Signal(syscall.SIGUSR1)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if ms := r.readLog(p); len(ms) > 0 {
+				h := Heap{Replica: id}
+				for _, f := range strings.Fields(ms[len(ms)-1]) {
+					k, v, _ := strings.Cut(f, "=")
+					n, _ := strconv.ParseInt(v, 10, 64)
+					switch k {
+					case "heap":
+						h.Bytes = n
+					case "shelves":
+						h.Shelves = int(n)
+					case "configmaps":
+						h.ConfigMaps = int(n)
+					}
+				}
+				out = append(out, h)
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("replica %s reported no heap", id)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return out, nil
+}
+
+// overlaps finds reconciles of one key by two replicas at once. A killed
+// replica's reconciles in flight end at its kill.
+func (r *run) overlaps() []string {
+	for _, p := range r.procs {
+		r.readLog(p)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.dead {
+		for k, start := range r.open {
+			id, key, _ := strings.Cut(k, " ")
+			if id == p.id {
+				r.intervals[key] = append(r.intervals[key], interval{start, p.killed, id})
+			}
+		}
+	}
+	var out []string
+	for key, ivs := range r.intervals {
+		sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })
+		var end int64
+		var by string
+		for _, iv := range ivs {
+			if iv.start < end && iv.replica != by {
+				out = append(out, fmt.Sprintf("%s: %s from %d, while %s until %d", key, iv.replica, iv.start, by, end))
+			}
+			if iv.end > end {
+				end, by = iv.end, iv.replica
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	maybeReplica()
+	os.Exit(m.Run())
+}
+
+// TestShardingScenario is the reduced form of the scenario (go run
+// ./sharding runs the full one): 400 Shelves instead of 5,000, the same
+// sequence and invariants. Replicas are separate processes (this test
+// binary, re-executed). Every step must settle (every object on its shard,
+// every change reconciled by its shard) within a generous bound; the times
+// are reported, not asserted. No Shelf may be reconciled by two replicas
+// at once; each replica must cache 0.8-1.25 of a fair share; adding
+// replicas must move at most 1.3 k/(N+k) of the Shelves.
+func TestShardingScenario(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(t.Context(), Options{Shelves: 400, UpdateRate: 20, Exe: exe, Dir: t.TempDir(), Out: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Overlaps) > 0 {
+		t.Errorf("%d overlapping reconciles, such as %s", len(rep.Overlaps), rep.Overlaps[0])
+	}
+	if len(rep.Steps) != 5 {
+		t.Fatalf("%d steps reported, want 5", len(rep.Steps))
+	}
+	for _, s := range rep.Steps {
+		for _, u := range s.Unbalanced {
+			t.Errorf("%s: %s", s.Name, u)
+		}
+		if s.MoveBound > 0 && s.Moved > s.MoveBound {
+			t.Errorf("%s: moved %.3f of the Shelves, more than %.3f", s.Name, s.Moved, s.MoveBound)
+		}
+		total := 0
+		for _, h := range s.Heaps {
+			total += h.Shelves
+		}
+		if total != 400 {
+			t.Errorf("%s: the replicas cache %d Shelves in all, want 400", s.Name, total)
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
