@@ -17,6 +17,7 @@
 //	loom get --raw PATH
 //	loom logs POD [-c CONTAINER] [-f] [--tail N] [--since D] [--timestamps] [-p]
 //	loom scale RESOURCE NAME --replicas N
+//	loom shards RING [RESOURCE...] [--lease-namespace NS] [-n NS | -A]
 //
 // Commands that talk to a cluster take kubectl's connection flags:
 // --kubeconfig, --context, -n/--namespace, --cluster, --user, --server.
