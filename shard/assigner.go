@@ -62,6 +62,9 @@ type AssignerOptions struct {
 	// each shard's objects. A pass also runs at each ring change, and
 	// again every second while moves it began are under way. Default 1 min.
 	SyncPeriod time.Duration
+	// Workers is the most label writes the assigner has in flight at once.
+	// Default 8.
+	Workers int
 	// Metrics observes assignments and moves. Nil means none.
 	Metrics Metrics
 	// Logger receives progress messages. Nil means discard.
@@ -103,6 +106,9 @@ func NewAssigner(rc *rest.Client, opts AssignerOptions) (*Assigner, error) {
 	}
 	if opts.SyncPeriod <= 0 {
 		opts.SyncPeriod = time.Minute
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 8
 	}
 	log := opts.Logger
 	if log == nil {
@@ -163,21 +169,23 @@ func (a *Assigner) Start(ctx context.Context) error {
 		}
 		wg.Go(func() { _ = k.unassigned.Start(ctx) })
 	}
-	wg.Go(func() {
-		for {
-			it, ok := queue.Get()
-			if !ok {
-				return
+	for range a.opts.Workers {
+		wg.Go(func() {
+			for {
+				it, ok := queue.Get()
+				if !ok {
+					return
+				}
+				if err := a.assign(ctx, kinds[it.kind], it); err != nil && ctx.Err() == nil {
+					a.log.Debug("could not assign", "kind", kinds[it.kind].gk, "object", it.namespace+"/"+it.name, "err", err)
+					queue.AddRateLimited(it)
+				} else {
+					queue.Forget(it)
+				}
+				queue.Done(it)
 			}
-			if err := a.assign(ctx, kinds[it.kind], it); err != nil && ctx.Err() == nil {
-				a.log.Debug("could not assign", "kind", kinds[it.kind].gk, "object", it.namespace+"/"+it.name, "err", err)
-				queue.AddRateLimited(it)
-			} else {
-				queue.Forget(it)
-			}
-			queue.Done(it)
-		}
-	})
+		})
+	}
 
 	changes := a.opts.Members.Changes()
 	for !a.opts.Members.HasSynced() {
@@ -280,7 +288,7 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 	label, drain := Label(a.opts.Ring), DrainLabel(a.opts.Ring)
 	moving := map[string]bool{} // keys of primary objects draining now
 	var follow []owned
-	var errs []error
+	w := newWriters(a.opts.Workers)
 	for _, k := range kinds {
 		perShard := map[string]int{}
 		c := k.c
@@ -304,7 +312,7 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 					continue
 				}
 				if !live[have] {
-					errs = append(errs, a.move(ctx, k, o, have, want, draining, "dead"))
+					w.do(func() error { return a.move(ctx, k, o, have, want, draining, "dead") })
 					continue
 				}
 				if ownedBySharded(o, sharded) {
@@ -314,13 +322,13 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 				moving[key] = true
 				pending = true
 				if !draining {
-					errs = append(errs, a.startDrain(ctx, k, o, have))
+					w.do(func() error { return a.startDrain(ctx, k, o, have) })
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("list %s: %w", k.res.Resource.Resource, err))
+			w.fail(fmt.Errorf("list %s: %w", k.res.Resource.Resource, err))
 			continue
 		}
 		if a.opts.Metrics != nil {
@@ -333,9 +341,46 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 			continue
 		}
 		_, draining := f.obj.Labels[drain]
-		errs = append(errs, a.move(ctx, f.k, f.obj, f.have, f.want, draining, "owner"))
+		w.do(func() error { return a.move(ctx, f.k, f.obj, f.have, f.want, draining, "owner") })
 	}
-	return pending, errors.Join(errs...)
+	return pending, w.wait()
+}
+
+// writers runs label writes, a bounded number at once, and gathers their
+// errors.
+type writers struct {
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+func newWriters(n int) *writers { return &writers{sem: make(chan struct{}, n)} }
+
+// do runs fn once fewer than n writes are in flight.
+func (w *writers) do(fn func() error) {
+	w.sem <- struct{}{}
+	w.wg.Go(func() {
+		defer func() { <-w.sem }()
+		w.fail(fn())
+	})
+}
+
+func (w *writers) fail(err error) {
+	if err == nil {
+		return
+	}
+	w.mu.Lock()
+	w.errs = append(w.errs, err)
+	w.mu.Unlock()
+}
+
+// wait waits for the writes and returns their errors, joined.
+func (w *writers) wait() error {
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return errors.Join(w.errs...)
 }
 
 // ownedBySharded reports whether o's controller owner is of a sharded kind.
