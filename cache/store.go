@@ -58,8 +58,8 @@ type StoreOptions[T any] struct {
 //
 // Readers never wait for index maintenance longer than one Add, Update or
 // Delete; Replace builds the new contents aside and swaps them in. The
-// room of deleted objects is reused by later writes and given back by the
-// next Replace.
+// room of deleted objects is reused by later writes, and given back by the
+// next Replace or once fewer than a quarter of the slots are in use.
 //
 // The zero value is not usable; call [NewStore].
 type Store[T any] struct {
@@ -168,7 +168,30 @@ func (s *Store[T]) Delete(obj T) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(&s.st, key)
+	s.shrink()
 	return nil
+}
+
+// shrink rebuilds the state once fewer than a quarter of its slots hold
+// objects: Go maps and slices never give back room, so a store that held
+// many objects and now holds few (an informer whose selector let most go,
+// such as a shard's after the ring grew) would keep its peak size. Each
+// rebuild costs as much as the deletes that led to it.
+func (s *Store[T]) shrink() {
+	if len(s.st.slots) < 256 || len(s.st.ids) >= len(s.st.slots)/4 {
+		return
+	}
+	st := s.newState(len(s.st.ids))
+	for _, sl := range s.st.slots {
+		if sl.key == "" {
+			continue
+		}
+		if err := s.put(&st, sl.key, sl.obj); err != nil {
+			return // indexed before, so not expected: keep the old state
+		}
+	}
+	st.hint = 0
+	s.st = st
 }
 
 // Replace makes the store hold exactly objs (the last one wins when two

@@ -180,7 +180,8 @@ type Manager struct {
 	factory  *cache.Factory
 	recorder *events.Recorder
 	metrics  *metrics
-	shard    *shard.Shard // with sharding
+	shard    *shard.Shard   // with sharding
+	members  *shard.Members // with sharding
 
 	mu        sync.Mutex
 	runnables []Runnable
@@ -261,8 +262,17 @@ func New(opts Options) (*Manager, error) {
 		Namespace: opts.Namespace, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
 	}
 	var sh *shard.Shard
+	var members *shard.Members
 	if s := opts.Sharding; s.Ring != "" {
-		sh, err = shard.New(rc, shard.ShardOptions{Ring: s.Ring, Identity: s.Identity, Kinds: s.Kinds, Metrics: m})
+		leases, err := client.For[coordinationv1.Lease](rc, client.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		members, err = shard.NewMembers(leases, shard.MembersOptions{Ring: s.Ring, Namespace: s.Namespace, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		sh, err = shard.New(rc, shard.ShardOptions{Ring: s.Ring, Identity: s.Identity, Kinds: s.Kinds, Members: members, Metrics: m})
 		if err != nil {
 			return nil, fmt.Errorf("manager: %w", err)
 		}
@@ -274,7 +284,7 @@ func New(opts Options) (*Manager, error) {
 		}
 	}
 	mgr := &Manager{
-		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, shard: sh,
+		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, shard: sh, members: members,
 		clients: map[clientKey]any{}, addrs: map[string]net.Addr{},
 		factory: cache.NewFactory(rc, fopts),
 	}
@@ -523,18 +533,14 @@ func (m *Manager) sharding(ctx context.Context, wg *sync.WaitGroup) (*shard.Memb
 	if err != nil {
 		return nil, nil, fmt.Errorf("manager: %w", err)
 	}
-	members, err := shard.NewMembers(leases, shard.MembersOptions{Ring: s.Ring, Namespace: s.Namespace, Logger: m.log})
-	if err != nil {
-		return nil, nil, fmt.Errorf("manager: %w", err)
-	}
 	assigner, err := shard.NewAssigner(m.rc, shard.AssignerOptions{
-		Ring: s.Ring, Members: members, Kinds: s.Kinds, Mapper: m.mapper, Namespace: m.opts.Namespace,
+		Ring: s.Ring, Members: m.members, Kinds: s.Kinds, Mapper: m.mapper, Namespace: m.opts.Namespace,
 		SyncPeriod: s.SyncPeriod, Metrics: m.metrics, Logger: m.log,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("manager: %w", err)
 	}
-	wg.Go(func() { _ = members.Start(ctx) })
+	wg.Go(func() { _ = m.members.Start(ctx) })
 	return member, assigner, nil
 }
 

@@ -49,9 +49,9 @@ type AssignerOptions struct {
 	// caller.
 	Members *Members
 	// Kinds are the sharded kinds. An object whose controller owner is of
-	// one of them follows its owner; any other object is a primary object,
-	// which must be reconciled by a sharded controller, since moving it off
-	// a live shard waits for that shard to release it.
+	// one of them follows its owner, and moves at once; any other object is
+	// a primary object, which must be reconciled by a sharded controller,
+	// since moving it off a live shard waits for that shard to release it.
 	Kinds []schema.GroupKind
 	// Mapper finds the kinds' resources.
 	Mapper client.Mapper
@@ -78,8 +78,8 @@ type AssignerOptions struct {
 //     labels each with its shard on the ring;
 //   - after each ring change (and every SyncPeriod) it lists them, metadata
 //     only and paged, and moves the objects whose shard changed: at once
-//     from a shard that is gone, through the drain label from a live one,
-//     and owned objects once their owner has moved.
+//     from a shard that is gone, through the drain label from a live one;
+//     objects owned by an object of a sharded kind move at once.
 type Assigner struct {
 	rc   *rest.Client
 	opts AssignerOptions
@@ -261,17 +261,8 @@ func (a *Assigner) assign(ctx context.Context, k *kindState, it item) error {
 	return nil
 }
 
-// owned is an owned object to move after its owner.
-type owned struct {
-	k          *kindState
-	obj        *metav1.PartialObjectMetadata
-	ownerKey   string
-	have, want string
-}
-
 // pass lists every sharded object once and moves those on the wrong
-// shard. pending reports moves still under way (drains, and owned objects
-// waiting for their owner).
+// shard. pending reports moves still under way (drains).
 func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, err error) {
 	ring := a.opts.Members.Ring()
 	if len(ring.Members()) == 0 {
@@ -286,8 +277,6 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 		sharded[k.gk] = true
 	}
 	label, drain := Label(a.opts.Ring), DrainLabel(a.opts.Ring)
-	moving := map[string]bool{} // keys of primary objects draining now
-	var follow []owned
 	w := newWriters(a.opts.Workers)
 	for _, k := range kinds {
 		perShard := map[string]int{}
@@ -302,12 +291,8 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 				if have == "" {
 					continue // the watch of unassigned objects labels it
 				}
-				key := Key(k.gk, o)
-				want, _ := ring.Shard(key)
+				want, _ := ring.Shard(Key(k.gk, o))
 				_, draining := o.Labels[drain]
-				if draining {
-					moving[key] = true
-				}
 				if have == want {
 					continue
 				}
@@ -316,10 +301,14 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 					continue
 				}
 				if ownedBySharded(o, sharded) {
-					follow = append(follow, owned{k, o, key, have, want})
+					// Owned objects have no reconciles of their own to
+					// hand over: they move at once. Their owner's
+					// reconcile on the old shard, if one is in flight,
+					// may miss them and fail; it is retried, and finds
+					// the owner draining.
+					w.do(func() error { return a.move(ctx, k, o, have, want, draining, "owner") })
 					continue
 				}
-				moving[key] = true
 				pending = true
 				if !draining {
 					w.do(func() error { return a.startDrain(ctx, k, o, have) })
@@ -334,14 +323,6 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 		if a.opts.Metrics != nil {
 			a.opts.Metrics.ObserveObjects(a.opts.Ring, k.gk.String(), perShard)
 		}
-	}
-	for _, f := range follow {
-		if moving[f.ownerKey] {
-			pending = true
-			continue
-		}
-		_, draining := f.obj.Labels[drain]
-		w.do(func() error { return a.move(ctx, f.k, f.obj, f.have, f.want, draining, "owner") })
 	}
 	return pending, w.wait()
 }

@@ -1,14 +1,26 @@
 // Package shard holds the parts of sharded controllers: replicas of one
-// controller that each cache and reconcile a share of the objects, instead
-// of one elected replica doing all the work.
+// manager that each cache and reconcile a share of the objects, instead of
+// one elected replica doing all the work. Most programs turn it on through
+// manager.Options.Sharding and never use this package directly; see
+// docs/sharding.md for the design.
 //
-// Today it holds the assignment: a [Ring] maps an object's key to one of
-// the live shards by consistent hashing with virtual nodes, so that every
-// replica computes the same assignment from the same membership, and a
-// membership change moves few objects. [Key] makes the key of an object:
-// the object's own, or its controller owner's, so owned objects land on
-// their owner's shard.
+// The parts:
 //
-// Membership (a Lease per replica), labelling new objects, moving objects
-// through a drain label and the manager option are not built yet.
+//   - [Ring] maps an object's key to one of the live shards by consistent
+//     hashing with virtual nodes, so that every replica computes the same
+//     assignment from the same membership, and a membership change moves
+//     few objects. [Key] makes the key of an object: the object's own, or
+//     its controller owner's, so owned objects land on their owner's shard.
+//   - [Member] holds one replica's shard Lease, labelled with the ring
+//     ([RingLabel]), renews it, and deletes it when the replica stops. It
+//     is a rest.Fence for the replica's writes.
+//   - [Members] watches the ring's Leases and keeps the ring of the live
+//     shards, by this process's clock.
+//   - [Assigner], on the leader, gives every object of the sharded kinds
+//     the label [Label] naming its shard, and moves objects when the ring
+//     changes: at once off a shard that is gone, through the [DrainLabel]
+//     off a live one.
+//   - [Shard] is one replica's side: the selector of its objects, and
+//     [Shard.Release], which a sharded controller calls instead of
+//     reconciling an object that is draining.
 package shard

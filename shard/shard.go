@@ -21,6 +21,10 @@ type ShardOptions struct {
 	Ring, Identity string
 	// Kinds are the sharded kinds (see AssignerOptions.Kinds).
 	Kinds []schema.GroupKind
+	// Members, when set, is the ring's membership: Release then hands a
+	// drained object straight to its new shard instead of leaving it
+	// unassigned for the leader to label. Default nil.
+	Members *Members
 	// Metrics observes drain times. Nil means none.
 	Metrics Metrics
 }
@@ -68,9 +72,10 @@ func (s *Shard) Draining(obj metav1.Object) bool {
 	return drain && l[Label(s.opts.Ring)] == s.opts.Identity
 }
 
-// Release gives up obj, an object of res that is draining: it removes the
-// shard label and the drain label, if the shard label still names this
-// shard, so that the object can be given its new shard. Call it instead
+// Release gives up obj, an object of res that is draining, if its shard
+// label still names this shard: it removes the drain label, and sets the
+// shard label to the object's shard on the ring now (see
+// ShardOptions.Members), or removes it for the leader to set. Call it instead
 // of reconciling the object, from the worker that would reconcile it: a
 // reconcile of it in flight has then finished, and none begins after,
 // since the object leaves this shard's cache. An object that has already
@@ -82,9 +87,13 @@ func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Obj
 	}
 	drain := DrainLabel(s.opts.Ring)
 	since := obj.GetLabels()[drain]
-	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity,
-		jsonPatchOp{Op: "remove", Path: labelPath(Label(s.opts.Ring))},
-		jsonPatchOp{Op: "remove", Path: labelPath(drain)})
+	next := jsonPatchOp{Op: "remove", Path: labelPath(Label(s.opts.Ring))}
+	if s.opts.Members != nil {
+		if want, ok := s.opts.Members.Ring().Shard(Key(res.Kind.GroupKind(), obj)); ok && want != s.opts.Identity {
+			next = jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: want}
+		}
+	}
+	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, next, jsonPatchOp{Op: "remove", Path: labelPath(drain)})
 	if err != nil {
 		return fmt.Errorf("shard: release %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}

@@ -269,8 +269,31 @@ func (r *run) caughtUp(ctx context.Context, ring *shard.Ring, t0 time.Time, boun
 	}
 }
 
-// heaps asks every live replica for its heap and cache sizes.
+// heaps asks every live replica for its heap and cache sizes, three times
+// half a second apart, and keeps the median heap.
 func (r *run) heaps(ctx context.Context) ([]Heap, error) {
+	var rounds [3][]Heap
+	for i := range rounds {
+		if i > 0 {
+			time.Sleep(500 * time.Millisecond)
+		}
+		hs, err := r.heapsOnce(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rounds[i] = hs
+	}
+	out := rounds[0]
+	for j := range out {
+		bs := []int64{rounds[0][j].Bytes, rounds[1][j].Bytes, rounds[2][j].Bytes}
+		slices.Sort(bs)
+		out[j].Bytes = bs[1]
+	}
+	return out, nil
+}
+
+// heapsOnce asks every live replica once.
+func (r *run) heapsOnce(ctx context.Context) ([]Heap, error) {
 	var out []Heap
 	for _, id := range slices.Sorted(maps.Keys(r.procs)) {
 		p := r.procs[id]

@@ -7,7 +7,8 @@
 // Usage:
 //
 //	foo [--kubeconfig F] [--context C] [--watch-namespace NS] [--install-crds]
-//	    [--leader-elect] [--health-addr :8081] [--metrics-addr :8080] [-v]
+//	    [--leader-elect | --shard-ring NAME [--shard-identity ID]]
+//	    [--health-addr :8081] [--metrics-addr :8080] [-v]
 //	    [--trace-endpoint HOST:PORT [--trace-annotations]]
 //
 // Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
@@ -55,6 +56,8 @@ func run(ctx context.Context, args []string, errOut io.Writer) error {
 	ns := fs.String("watch-namespace", "", "only handle Foo objects and Deployments in this namespace (default: all)")
 	install := fs.Bool("install-crds", false, "install (or update) the Foo CRD at start and wait until it is established")
 	elect := fs.Bool("leader-elect", false, "campaign for the Lease foo-system/foo-operator before running, so replicas take over from each other")
+	ring := fs.String("shard-ring", "", "run as one replica of this sharded ring (Leases in foo-system): the replicas split the Foos among them")
+	identity := fs.String("shard-identity", "", "with --shard-ring: this replica's name in the ring (default: host name and a random suffix)")
 	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
 	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
 	verbose := fs.Bool("v", false, "log every reconcile")
@@ -85,6 +88,7 @@ func run(ctx context.Context, args []string, errOut io.Writer) error {
 		defer otlp.Shutdown(tp)
 		opts.Tracing = tracing.Options{Provider: tp, Annotate: *annotate}
 	}
+	opts.Ring, opts.Identity = *ring, *identity
 	if *elect {
 		opts.LeaderElection = manager.LeaderElection{Enabled: true, Namespace: "foo-system", Name: "foo-operator"}
 	}

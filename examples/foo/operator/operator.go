@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
@@ -22,11 +23,15 @@ import (
 // config/rbac/role.yaml. They are all it needs, and the e2e test proves it by
 // running the operator with its service account's token:
 //
-// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos,verbs=list;watch
+// Run sharded (Options.Sharding), the replicas also patch Foos (the
+// leader labels each with its shard; a shard removes its label to hand a
+// Foo on) and list, watch and delete their shard Leases.
+//
+// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=foo-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=foo-system
 
 // byDeployment indexes Foos by "namespace/spec.deploymentName", so that a
 // change to any Deployment finds the Foos that want its name.
@@ -45,6 +50,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Tracing is the manager's; default off.
 	Tracing tracing.Options
+	// Ring, when set, makes the operator one replica of a sharded ring of
+	// that name (Leases in foo-system): the replicas split the Foos among
+	// them, each caching and reconciling its share. Deployments are not
+	// sharded, since a Foo must see a Deployment of its name that it does
+	// not own. Identity names this replica (default: host name and a
+	// random suffix). Default "": not sharded.
+	Ring, Identity string
 }
 
 // Run runs the Foo operator until ctx ends (or leadership is lost).
@@ -58,6 +70,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		EventsController: "samplecontroller.k8s.io/foo-operator",
 		Logger:           opts.Logger,
 		Tracing:          opts.Tracing,
+		Sharding:         sharding(opts),
 	})
 	if err != nil {
 		return err
@@ -66,6 +79,18 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// sharding is the manager's sharding for opts: the Foos, if opts.Ring is
+// set.
+func sharding(opts Options) manager.Sharding {
+	if opts.Ring == "" {
+		return manager.Sharding{}
+	}
+	return manager.Sharding{
+		Ring: opts.Ring, Namespace: "foo-system", Identity: opts.Identity,
+		Kinds: []schema.GroupKind{{Group: v1alpha1.GroupVersion.Group, Kind: "Foo"}},
+	}
 }
 
 // Setup adds the Foo controller to mgr (whose Scheme must have the Foo

@@ -1,0 +1,48 @@
+package cache
+
+import (
+	"strconv"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// TestStoreShrinks: a store that held many objects gives back its room
+// once most are deleted, and still answers every read, indexes included.
+func TestStoreShrinks(t *testing.T) {
+	s := NewStore(StoreOptions[*metav1.ObjectMeta]{Indexers: Indexers[*metav1.ObjectMeta]{
+		"parity": func(o *metav1.ObjectMeta) ([]string, error) { return []string{o.Labels["parity"]}, nil },
+	}})
+	const n = 4000
+	for i := range n {
+		p := strconv.Itoa(i % 2)
+		if err := s.Add(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i), Labels: map[string]string{"parity": p}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n - 100 {
+		if err := s.Delete(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(s.st.slots); got > 4*100 {
+		t.Errorf("%d slots for 100 objects after deleting %d", got, n-100)
+	}
+	if got := len(s.List()); got != 100 {
+		t.Fatalf("List: %d objects, want 100", got)
+	}
+	for i := n - 100; i < n; i++ {
+		if _, ok := s.Get("ns/" + strconv.Itoa(i)); !ok {
+			t.Fatalf("object %d lost", i)
+		}
+	}
+	even, err := s.ByIndex("parity", "0")
+	if err != nil || len(even) != 50 {
+		t.Fatalf("ByIndex: %d objects, %v; want 50", len(even), err)
+	}
+	sel, err := s.Select("ns", labels.SelectorFromSet(labels.Set{"parity": "1"}))
+	if err != nil || len(sel) != 50 {
+		t.Fatalf("label selector: %d objects, %v; want 50", len(sel), err)
+	}
+}
