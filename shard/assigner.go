@@ -84,9 +84,6 @@ type Assigner struct {
 	rc   *rest.Client
 	opts AssignerOptions
 	log  *slog.Logger
-
-	mu    sync.Mutex
-	kinds []*kindState // resolved at Start
 }
 
 type kindState struct {
@@ -141,10 +138,6 @@ func (a *Assigner) Start(ctx context.Context) error {
 		}
 		kinds = append(kinds, &kindState{gk: gk, res: res, c: c})
 	}
-	a.mu.Lock()
-	a.kinds = kinds
-	a.mu.Unlock()
-
 	queue := workqueue.New(workqueue.Options[item]{Name: "shard-assigner-" + a.opts.Ring})
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

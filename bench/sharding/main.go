@@ -15,7 +15,7 @@
 //
 // Usage (from bench/):
 //
-//	go run ./sharding [-shelves 5000] [-rate 50] [-out FILE]
+//	go run ./sharding [-shelves 5000] [-rate 50] [-out FILE] [-keep]
 package main
 
 import (
@@ -32,6 +32,7 @@ func main() {
 	shelves := flag.Int("shelves", 5000, "Shelves (primary objects), each owning two ConfigMaps")
 	rate := flag.Int("rate", 50, "Shelf updates per second, throughout")
 	outPath := flag.String("out", "", "also append the report to this file")
+	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed)")
 	flag.Parse()
 	out := io.Writer(os.Stdout)
 	if *outPath != "" {
@@ -54,7 +55,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
+	if *keep {
+		fmt.Fprintln(os.Stderr, "replica logs and heap profiles in", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	rep, err := Run(context.Background(), Options{Shelves: *shelves, UpdateRate: *rate, Exe: exe, Dir: dir, Out: out})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sharding:", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -110,6 +111,10 @@ func replicaMain(kubeconfig, ns, id, logPath string) error {
 	go func() {
 		for range usr1 {
 			runtime.GC()
+			if hf, err := os.Create(logPath + ".heap"); err == nil {
+				_ = pprof.WriteHeapProfile(hf)
+				_ = hf.Close()
+			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			shelves := len(ctrl.Informer().Indexer().List())

@@ -180,41 +180,56 @@ func (r *run) updater(ctx context.Context) {
 func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound time.Duration) (map[string]string, time.Duration, error) {
 	label, drain := shard.Label("bench"), shard.DrainLabel("bench")
 	why := ""
+	lastReport := time.Now()
 	for {
 		for _, p := range r.procs {
 			r.readLog(p)
 		}
+		why = ""
 		ok, shards := true, map[string]string{}
+		var wrong, draining, unassigned, cmWrong int
 		l, err := r.meta.ListAll(ctx, metav1.ListOptions{})
 		if err != nil {
 			ok, why = false, err.Error()
 		} else {
 			for _, o := range l.Items {
 				want, _ := ring.Shard(shard.Key(shelfGK, o))
-				_, draining := o.Labels[drain]
+				_, drained := o.Labels[drain]
 				shards[o.Name] = o.Labels[label]
-				if o.Labels[label] != want || draining {
-					ok, why = false, fmt.Sprintf("shelf %s on %q (draining %v), want %q", o.Name, o.Labels[label], draining, want)
-					break
+				if o.Labels[label] != want || drained {
+					ok, why = false, fmt.Sprintf("shelf %s on %q (draining %v), want %q", o.Name, o.Labels[label], drained, want)
+					wrong++
+					if drained {
+						draining++
+					}
+					if o.Labels[label] == "" {
+						unassigned++
+					}
 				}
 			}
 		}
-		if ok {
-			cl, err := r.cmMeta.ListAll(ctx, metav1.ListOptions{})
-			if err != nil {
-				ok, why = false, err.Error()
-			} else {
-				for _, o := range cl.Items {
-					if metav1.GetControllerOf(o) == nil {
-						continue
+		cl, err := r.cmMeta.ListAll(ctx, metav1.ListOptions{})
+		if err != nil {
+			ok, why = false, err.Error()
+		} else {
+			for _, o := range cl.Items {
+				if metav1.GetControllerOf(o) == nil {
+					continue
+				}
+				want, _ := ring.Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, o))
+				if o.Labels[label] != want {
+					ok = false
+					if why == "" {
+						why = fmt.Sprintf("configmap %s on %q, want %q", o.Name, o.Labels[label], want)
 					}
-					want, _ := ring.Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, o))
-					if o.Labels[label] != want {
-						ok, why = false, fmt.Sprintf("configmap %s on %q, want %q", o.Name, o.Labels[label], want)
-						break
-					}
+					cmWrong++
 				}
 			}
+		}
+		if time.Since(lastReport) >= 5*time.Second {
+			lastReport = time.Now()
+			fmt.Fprintf(r.opts.Out, "    %5.1fs: Shelves off their shard %d (draining %d, unassigned %d), ConfigMaps off their shard %d\n",
+				time.Since(t0).Seconds(), wrong, draining, unassigned, cmWrong)
 		}
 		if ok {
 			return shards, time.Since(t0), nil
@@ -269,9 +284,14 @@ func (r *run) caughtUp(ctx context.Context, ring *shard.Ring, t0 time.Time, boun
 	}
 }
 
-// heaps asks every live replica for its heap and cache sizes, three times
-// half a second apart, and keeps the median heap.
+// heaps asks every live replica for its heap and cache sizes. It pauses
+// the updates for a quiet moment first (2 s), so that every replica is
+// measured at rest, then asks three times half a second apart and keeps
+// the least heap: the live data, without work still in flight.
 func (r *run) heaps(ctx context.Context) ([]Heap, error) {
+	r.upd.Lock()
+	defer r.upd.Unlock()
+	time.Sleep(2 * time.Second)
 	var rounds [3][]Heap
 	for i := range rounds {
 		if i > 0 {
@@ -285,9 +305,7 @@ func (r *run) heaps(ctx context.Context) ([]Heap, error) {
 	}
 	out := rounds[0]
 	for j := range out {
-		bs := []int64{rounds[0][j].Bytes, rounds[1][j].Bytes, rounds[2][j].Bytes}
-		slices.Sort(bs)
-		out[j].Bytes = bs[1]
+		out[j].Bytes = min(rounds[0][j].Bytes, rounds[1][j].Bytes, rounds[2][j].Bytes)
 	}
 	return out, nil
 }
