@@ -108,10 +108,12 @@ func replicaMain(kubeconfig, ns, id, logPath string) error {
 
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
+	profiles := 0
 	go func() {
 		for range usr1 {
 			runtime.GC()
-			if hf, err := os.Create(logPath + ".heap"); err == nil {
+			profiles++
+			if hf, err := os.Create(fmt.Sprintf("%s.%d.heap", logPath, profiles)); err == nil {
 				_ = pprof.WriteHeapProfile(hf)
 				_ = hf.Close()
 			}

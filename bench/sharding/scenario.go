@@ -242,6 +242,8 @@ func (r *run) start(id string) error {
 	cmd := exec.Command(r.opts.Exe)
 	cmd.Env = append(os.Environ(), replicaEnv+"="+strings.Join([]string{r.kubecfg, ns, id, log}, "|"))
 	cmd.Stderr = os.Stderr
+	// A replica dies with the driver, even one killed by a signal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
