@@ -324,6 +324,23 @@ func (m *Manager) ControllerOptions() controller.Options {
 	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log, Tracing: m.opts.Tracing, Shard: m.shard}
 }
 
+// ShardWebhook serves the sharding assignment webhook (see shard.Admission)
+// on srv, the manager's webhook server (see Webhooks), and returns its
+// path. A MutatingWebhookConfiguration with the webhook of
+// shard.MutatingWebhook, pointed at that path, then labels new objects of
+// the sharded kinds as they are created; without it, the leader labels
+// them a moment later. It fails when sharding is off.
+func (m *Manager) ShardWebhook(srv *webhook.Server) (string, error) {
+	if m.shard == nil {
+		return "", errors.New("manager: ShardWebhook: sharding is off (Options.Sharding)")
+	}
+	path := "/shard-" + m.opts.Sharding.Ring
+	srv.Register(path, webhook.Admission(shard.Admission(shard.AdmissionOptions{
+		Ring: m.opts.Sharding.Ring, Members: m.members, Kinds: m.opts.Sharding.Kinds, Metrics: m.metrics,
+	})))
+	return path, nil
+}
+
 // Shard returns this replica's shard, or nil without sharding.
 func (m *Manager) Shard() *shard.Shard { return m.shard }
 

@@ -1,0 +1,97 @@
+package manager_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/shard"
+)
+
+// TestShardWebhook: with the assignment webhook registered, a new object
+// of a sharded kind comes back from its create already labelled with its
+// shard (the leader's watch would label it only afterwards), and an object
+// whose shard label is removed gets one again in the same update.
+func TestShardWebhook(t *testing.T) {
+	const ns, ring = "shard-hook", "hook"
+	c := cfg(t)
+	rc, err := rest.New(c, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsc, _ := client.For[corev1.Namespace](rc, client.Options{})
+	if _, err := nsc.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cmRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}
+	url := "https://placeholder/shard-" + ring // the manager injects its address and CA
+	hook := shard.MutatingWebhook(ring, []client.Resource{cmRes}, admissionregistrationv1.WebhookClientConfig{URL: &url})
+	// Only this test's namespace: the shared control plane has others.
+	hook.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	mwcs, _ := client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{})
+	if _, err := mwcs.Create(t.Context(), &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "shard-hook"},
+		Webhooks:   []admissionregistrationv1.MutatingWebhook{hook},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mwcs.Delete(context.Background(), "shard-hook", metav1.DeleteOptions{}) })
+
+	mgr, err := manager.New(manager.Options{
+		Config: &c, Namespace: ns, Logger: testLogger(t, "h1"),
+		LeaderElection: manager.LeaderElection{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+		Sharding: manager.Sharding{Ring: ring, Namespace: ns, Identity: "h1", Kinds: []schema.GroupKind{{Kind: "ConfigMap"}},
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mgr.Webhooks(manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true, MutatingConfigs: []string{"shard-hook"}, CertDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path, err := mgr.ShardWebhook(srv); err != nil || path != "/shard-"+ring {
+		t.Fatalf("ShardWebhook: %q, %v", path, err)
+	}
+	r := &replica{id: "h1", mgr: mgr, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
+	cms = cms.Namespace(ns)
+	// The webhook answers once the CA is injected and the shard is in the
+	// ring; until then creates pass unlabelled (failurePolicy Ignore).
+	i := 0
+	eventually(t, "a create labelled by the webhook", func() bool {
+		i++
+		cm, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + strconv.Itoa(i)}}, metav1.CreateOptions{})
+		return err == nil && cm.Labels[shard.Label(ring)] == "h1"
+	})
+	cm, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "labelled-at-create", Labels: map[string]string{"app": "x"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Labels[shard.Label(ring)]; got != "h1" || cm.Labels["app"] != "x" {
+		t.Fatalf("labels after create: %v, want the shard h1 and app=x", cm.Labels)
+	}
+	delete(cm.Labels, shard.Label(ring))
+	cm, err = cms.Update(t.Context(), cm, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Labels[shard.Label(ring)]; got != "h1" {
+		t.Fatalf("labels after an update removed the shard: %v, want the shard h1 back", cm.Labels)
+	}
+}
