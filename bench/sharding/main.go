@@ -10,12 +10,15 @@
 // change made so far was reconciled by the right shard; how many Shelves
 // moved (against 1.3 k/(N+k) when k replicas join N); each replica's heap
 // after a GC and what its informers hold; and the reconciles per replica.
-// At the end it checks, across the replicas' logs (CLOCK_MONOTONIC), that
-// no Shelf was ever reconciled by two replicas at once.
+// After 1 -> 3 it creates new Shelves one at a time, alternately with the
+// assignment webhook off (the leader's watch labels them) and on, and
+// reports each mode's create latency and time until labelled. At the end
+// it checks, across the replicas' logs (CLOCK_MONOTONIC), that no Shelf
+// was ever reconciled by two replicas at once.
 //
 // Usage (from bench/):
 //
-//	go run ./sharding [-shelves 5000] [-rate 50] [-out FILE] [-keep]
+//	go run ./sharding [-shelves 5000] [-rate 50] [-probes 200] [-out FILE] [-keep]
 package main
 
 import (
@@ -32,6 +35,7 @@ func main() {
 	shelves := flag.Int("shelves", 5000, "Shelves (primary objects), each owning two ConfigMaps")
 	rate := flag.Int("rate", 50, "Shelf updates per second, throughout")
 	outPath := flag.String("out", "", "also append the report to this file")
+	probes := flag.Int("probes", 200, "new Shelves created in each assignment mode (the leader's watch, the webhook) after 1 -> 3")
 	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed)")
 	flag.Parse()
 	out := io.Writer(os.Stdout)
@@ -60,7 +64,7 @@ func main() {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	rep, err := Run(context.Background(), Options{Shelves: *shelves, UpdateRate: *rate, Exe: exe, Dir: dir, Out: out})
+	rep, err := Run(context.Background(), Options{Shelves: *shelves, UpdateRate: *rate, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sharding:", err)
 		os.Exit(1)

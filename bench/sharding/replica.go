@@ -85,6 +85,18 @@ func replicaMain(kubeconfig, ns, id, logPath string) error {
 	if err != nil {
 		return err
 	}
+	if id != "" {
+		// Every sharded replica serves the assignment webhook; the driver
+		// turns the webhook configuration on and off.
+		srv, err := mgr.Webhooks(manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true,
+			MutatingConfigs: []string{webhookConfig}, CertDir: logPath + ".certs"})
+		if err != nil {
+			return err
+		}
+		if _, err := mgr.ShardWebhook(srv); err != nil {
+			return err
+		}
+	}
 	cms := manager.CachedClient[corev1.ConfigMap](mgr)
 	reconcile := func(ctx context.Context, shelf *unstructured.Unstructured) (controller.Result, error) {
 		key := shelf.GetNamespace() + "/" + shelf.GetName()

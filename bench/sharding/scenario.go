@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,6 +36,9 @@ type Options struct {
 	Dir        string        // where the replicas' logs go
 	Out        io.Writer     // report lines
 	Timeout    time.Duration // per step
+	// ProbeCreates is the number of new Shelves created in each mode
+	// (leader's watch, webhook) after the 1 -> 3 step; 0: none.
+	ProbeCreates int
 }
 
 // replicaEnv makes a process a replica: "<kubeconfig>|<namespace>|<id>|<log>".
@@ -55,6 +60,12 @@ func maybeReplica() {
 }
 
 const ns = "shards"
+
+// webhookConfig is the MutatingWebhookConfiguration of the assignment
+// webhook, made before the sharded replicas start (they inject their
+// address and CA into it) with no rules: the webhook is off until the
+// driver sets its rules.
+const webhookConfig = "bench-shard"
 
 var crdRes = client.Resource{
 	Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
@@ -90,6 +101,7 @@ type run struct {
 	shelves *client.Client[*unstructured.Unstructured]
 	meta    *client.Client[*metav1.PartialObjectMetadata] // Shelves, metadata only
 	cmMeta  *client.Client[*metav1.PartialObjectMetadata]
+	mwcs    *client.Client[*admissionregistrationv1.MutatingWebhookConfiguration]
 
 	procs   map[string]*proc
 	offsets map[string]int64
@@ -115,7 +127,8 @@ type interval struct {
 // Report is what a run measured.
 type Report struct {
 	Steps    []StepReport
-	Baseline Heap // one unsharded replica holding everything
+	Probes   []ProbeReport // new objects labelled by the leader's watch, and by the webhook
+	Baseline Heap          // one unsharded replica holding everything
 	Overlaps []string
 }
 
@@ -188,6 +201,7 @@ func (r *run) setup(ctx context.Context) error {
 	cmRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}
 	r.cmMeta, _ = client.For[metav1.PartialObjectMetadata](rc, client.Options{Resource: cmRes})
 	r.cmMeta = r.cmMeta.Namespace(ns)
+	r.mwcs, _ = client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{})
 	for deadline := time.Now().Add(time.Minute); ; {
 		if _, err := r.shelves.List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
 			break

@@ -45,6 +45,9 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 	if err := r.stop("solo"); err != nil {
 		return nil, err
 	}
+	if err := r.installWebhookConfig(ctx); err != nil {
+		return nil, err
+	}
 
 	before := map[string]string{}
 	type step struct {
@@ -109,6 +112,11 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 		}
 		rep.Steps = append(rep.Steps, sr)
 		r.print(sr, rep.Baseline)
+		if s.name == "1 -> 3" && r.opts.ProbeCreates > 0 {
+			if rep.Probes, err = r.probe(ctx, 4, r.opts.ProbeCreates/4); err != nil {
+				return nil, err
+			}
+		}
 	}
 	stopUpdates()
 	rep.Overlaps = r.overlaps()

@@ -17,18 +17,31 @@ func TestMain(m *testing.M) {
 // every change reconciled by its shard) within a generous bound; the times
 // are reported, not asserted. No Shelf may be reconciled by two replicas
 // at once; each replica must cache 0.8-1.25 of a fair share; adding
-// replicas must move at most 1.3 k/(N+k) of the Shelves.
+// replicas must move at most 1.3 k/(N+k) of the Shelves. New Shelves must
+// come back from their create labelled when the assignment webhook is on,
+// and not when it is off (the leader's watch labels them after).
 func TestShardingScenario(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(t.Context(), Options{Shelves: 400, UpdateRate: 20, Exe: exe, Dir: t.TempDir(), Out: testWriter{t}})
+	rep, err := Run(t.Context(), Options{Shelves: 400, UpdateRate: 20, ProbeCreates: 40, Exe: exe, Dir: t.TempDir(), Out: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Overlaps) > 0 {
 		t.Errorf("%d overlapping reconciles, such as %s", len(rep.Overlaps), rep.Overlaps[0])
+	}
+	for _, p := range rep.Probes {
+		switch {
+		case p.Mode == "watch" && p.LabelledAtCreate != 0:
+			t.Errorf("%d of %d creates labelled at create with the webhook off", p.LabelledAtCreate, p.Creates)
+		case p.Mode == "webhook" && p.LabelledAtCreate == 0:
+			t.Errorf("no create of %d labelled at create by the webhook", p.Creates)
+		}
+	}
+	if len(rep.Probes) != 2 {
+		t.Errorf("%d probe modes reported, want 2", len(rep.Probes))
 	}
 	if len(rep.Steps) != 5 {
 		t.Fatalf("%d steps reported, want 5", len(rep.Steps))

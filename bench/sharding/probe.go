@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/shard"
+)
+
+// The two ways new objects get their shard: the leader's watch of
+// unassigned objects, and the assignment webhook. The probe creates Shelves
+// one at a time in each mode, in alternating batches, and measures the
+// create's latency and the time until the Shelf carries its shard label
+// (0 when the create's response has it).
+
+// ProbeReport is one mode's figures.
+type ProbeReport struct {
+	Mode                     string
+	Creates                  int
+	LabelledAtCreate         int
+	CreateP50, CreateP99     time.Duration
+	LabelledP50, LabelledP99 time.Duration
+}
+
+// installWebhookConfig makes the webhook configuration, off.
+func (r *run) installWebhookConfig(ctx context.Context) error {
+	url := "https://placeholder/shard-bench"
+	w := shard.MutatingWebhook("bench", nil, admissionregistrationv1.WebhookClientConfig{URL: &url})
+	_, err := r.mwcs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: webhookConfig},
+		Webhooks:   []admissionregistrationv1.MutatingWebhook{w},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// setWebhook turns the webhook on (rules for Shelves) or off (no rules).
+func (r *run) setWebhook(ctx context.Context, on bool) error {
+	var rules []admissionregistrationv1.RuleWithOperations
+	if on {
+		rules = shard.MutatingWebhook("bench", []client.Resource{shelfRes}, admissionregistrationv1.WebhookClientConfig{}).Rules
+	}
+	for {
+		c, err := r.mwcs.Get(ctx, webhookConfig, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.Webhooks[0].Rules = rules
+		if _, err = r.mwcs.Update(ctx, c, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
+
+// probe runs rounds of n creates in each mode and removes the probe
+// objects afterwards.
+func (r *run) probe(ctx context.Context, rounds, n int) ([]ProbeReport, error) {
+	type sample struct{ create, labelled time.Duration }
+	samples := map[string][]sample{}
+	atCreate := map[string]int{}
+	label := shard.Label("bench")
+	var names []string
+	for round := range rounds {
+		for _, mode := range []string{"watch", "webhook"} {
+			if err := r.setWebhook(ctx, mode == "webhook"); err != nil {
+				return nil, err
+			}
+			time.Sleep(2 * time.Second) // the API server reloads webhook configurations
+			for i := range n {
+				name := fmt.Sprintf("probe-%s-%d-%03d", mode, round, i)
+				obj := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
+					"metadata": map[string]any{"name": name, "namespace": ns},
+					"spec":     map[string]any{"value": "probe"},
+				}}
+				start := time.Now()
+				out, err := r.shelves.Create(ctx, obj, metav1.CreateOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("probe create: %w", err)
+				}
+				created := time.Since(start)
+				names = append(names, name)
+				s := sample{create: created}
+				if out.GetLabels()[label] != "" {
+					atCreate[mode]++
+				} else {
+					for deadline := time.Now().Add(30 * time.Second); ; {
+						m, err := r.meta.Get(ctx, name, metav1.GetOptions{})
+						if err == nil && m.Labels[label] != "" {
+							break
+						}
+						if time.Now().After(deadline) {
+							return nil, fmt.Errorf("probe %s not labelled after 30 s", name)
+						}
+						time.Sleep(2 * time.Millisecond)
+					}
+				}
+				s.labelled = time.Since(start)
+				samples[mode] = append(samples[mode], s)
+			}
+		}
+	}
+	if err := r.setWebhook(ctx, false); err != nil {
+		return nil, err
+	}
+	// Remove the probes and the ConfigMaps their reconciles made.
+	for _, name := range names {
+		if err := r.shelves.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	cms, err := r.cmMeta.ListAll(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, cm := range cms.Items {
+		if strings.HasPrefix(cm.Name, "probe-") {
+			if err := r.cmMeta.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+		}
+	}
+	var out []ProbeReport
+	for _, mode := range []string{"watch", "webhook"} {
+		ss := samples[mode]
+		creates := make([]time.Duration, len(ss))
+		labelled := make([]time.Duration, len(ss))
+		for i, s := range ss {
+			creates[i], labelled[i] = s.create, s.labelled
+		}
+		slices.Sort(creates)
+		slices.Sort(labelled)
+		pct := func(d []time.Duration, p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+		rep := ProbeReport{Mode: mode, Creates: len(ss), LabelledAtCreate: atCreate[mode],
+			CreateP50: pct(creates, 0.5), CreateP99: pct(creates, 0.99), LabelledP50: pct(labelled, 0.5), LabelledP99: pct(labelled, 0.99)}
+		out = append(out, rep)
+		fmt.Fprintf(r.opts.Out, "new Shelves, %-7s: %d creates, %d labelled at create; create p50 %s p99 %s; labelled after p50 %s p99 %s\n",
+			mode, rep.Creates, rep.LabelledAtCreate, rep.CreateP50.Round(10*time.Microsecond), rep.CreateP99.Round(10*time.Microsecond),
+			rep.LabelledP50.Round(10*time.Microsecond), rep.LabelledP99.Round(10*time.Microsecond))
+	}
+	return out, nil
+}
