@@ -19,6 +19,11 @@
 // Usage (from bench/):
 //
 //	go run ./sharding [-shelves 5000] [-rate 50] [-probes 200] [-out FILE] [-keep]
+//	go run ./sharding -overhead [-out FILE]
+//
+// -overhead measures instead the leader's extra heap for sharding (the
+// ring's membership and the assigner, after three passes) over 1,000 and
+// 10,000 objects that are all assigned, twice each.
 package main
 
 import (
@@ -36,6 +41,7 @@ func main() {
 	rate := flag.Int("rate", 50, "Shelf updates per second, throughout")
 	outPath := flag.String("out", "", "also append the report to this file")
 	probes := flag.Int("probes", 200, "new Shelves created in each assignment mode (the leader's watch, the webhook) after 1 -> 3")
+	overhead := flag.Bool("overhead", false, "instead of the scenario, measure the leader's extra heap for sharding with 1,000 and 10,000 objects")
 	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed)")
 	flag.Parse()
 	out := io.Writer(os.Stdout)
@@ -47,7 +53,18 @@ func main() {
 		}
 		defer f.Close()
 		out = io.MultiWriter(os.Stdout, f)
-		fmt.Fprintf(f, "# %s: -shelves %d -rate %d\n", time.Now().UTC().Format(time.RFC3339), *shelves, *rate)
+		if *overhead {
+			fmt.Fprintf(f, "# %s: -overhead\n", time.Now().UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(f, "# %s: -shelves %d -rate %d -probes %d\n", time.Now().UTC().Format(time.RFC3339), *shelves, *rate, *probes)
+		}
+	}
+	if *overhead {
+		if _, err := Overhead(context.Background(), []int{1000, 10000, 1000, 10000}, func(f string, a ...any) { fmt.Fprintf(out, f, a...) }); err != nil {
+			fmt.Fprintln(os.Stderr, "sharding:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	exe, err := os.Executable()
 	if err != nil {
