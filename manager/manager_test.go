@@ -66,19 +66,23 @@ const widgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourc
  "spec":{"group":"test.loom.dev","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget"},
   "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
 
-func installWidgets(t *testing.T, rc *rest.Client) {
+func installWidgets(t *testing.T, rc *rest.Client) { installCRD(t, rc, widgetCRD, widgetRes) }
+
+// installCRD installs a CRD from its JSON and waits until res (one of its
+// resources) is served.
+func installCRD(t *testing.T, rc *rest.Client, crdJSON string, res client.Resource) {
 	t.Helper()
 	crds, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: crdRes})
 	var obj unstructured.Unstructured
-	if err := json.Unmarshal([]byte(widgetCRD), &obj.Object); err != nil {
+	if err := json.Unmarshal([]byte(crdJSON), &obj.Object); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := crds.Create(t.Context(), &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	widgets, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: widgetRes})
-	eventually(t, "the Widget CRD to serve", func() bool {
-		_, err := widgets.Namespace("default").List(t.Context(), metav1.ListOptions{})
+	c, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: res})
+	eventually(t, "the "+res.Kind.Kind+" CRD to serve", func() bool {
+		_, err := c.List(t.Context(), metav1.ListOptions{Limit: 1})
 		return err == nil
 	})
 }

@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -48,19 +47,8 @@ func TestShardedClusterScoped(t *testing.T) {
 	if _, err := nsc.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	crds, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: crdRes})
-	var crd unstructured.Unstructured
-	if err := json.Unmarshal([]byte(gizmoCRD), &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := crds.Create(t.Context(), &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	installCRD(t, rc, gizmoCRD, gizmoRes)
 	gizmos, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: gizmoRes})
-	eventually(t, "the Gizmo CRD to serve", func() bool {
-		_, err := gizmos.List(t.Context(), metav1.ListOptions{Limit: 1})
-		return err == nil
-	})
 	for i := range n {
 		g := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "test.loom.dev/v1", "kind": "Gizmo", "metadata": map[string]any{"name": fmt.Sprintf("gizmo-%02d", i)},

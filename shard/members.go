@@ -38,11 +38,10 @@ type Members struct {
 	log   *slog.Logger
 	clock clock.Clock
 
-	mu     sync.Mutex
-	seen   map[string]observed // by Lease name
-	ring   *Ring
-	subs   []chan struct{}
-	synced bool
+	mu   sync.Mutex
+	seen map[string]observed // by Lease name
+	ring *Ring
+	subs []chan struct{}
 }
 
 type observed struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,12 +31,11 @@ import (
 
 // Options configure a run of the scenario.
 type Options struct {
-	Shelves    int           // primary objects; each owns two ConfigMaps
-	UpdateRate int           // Shelf updates per second, throughout
-	Exe        string        // the binary to run replicas with (this one)
-	Dir        string        // where the replicas' logs go
-	Out        io.Writer     // report lines
-	Timeout    time.Duration // per step
+	Shelves    int       // primary objects; each owns two ConfigMaps
+	UpdateRate int       // Shelf updates per second, throughout
+	Exe        string    // the binary to run replicas with (this one)
+	Dir        string    // where the replicas' logs go
+	Out        io.Writer // report lines
 	// ProbeCreates is the number of new Shelves created in each mode
 	// (leader's watch, webhook) after the 1 -> 3 step; 0: none.
 	ProbeCreates int
@@ -251,7 +251,7 @@ func (r *run) setup(ctx context.Context) error {
 
 // start starts a replica; id "" runs one unsharded.
 func (r *run) start(id string) error {
-	name := cmp(id, "solo")
+	name := cmp.Or(id, "solo")
 	log := filepath.Join(r.opts.Dir, name+".log")
 	cmd := exec.Command(r.opts.Exe)
 	cmd.Env = append(os.Environ(), replicaEnv+"="+strings.Join([]string{r.kubecfg, ns, id, log}, "|"))
@@ -265,13 +265,6 @@ func (r *run) start(id string) error {
 	go func() { p.done <- cmd.Wait() }()
 	r.procs[name] = p
 	return nil
-}
-
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // stop stops a replica gracefully and waits for it.

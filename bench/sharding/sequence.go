@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -58,9 +59,9 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 	}
 	steps := []step{
 		{"start r1", func() error { return r.start("r1") }, 5 * time.Minute, 0},
-		{"1 -> 3", func() error { return errorsJoin(r.start("r2"), r.start("r3")) }, 10 * time.Second, 1},
-		{"3 -> 5", func() error { return errorsJoin(r.start("r4"), r.start("r5")) }, 10 * time.Second, 3},
-		{"5 -> 2 (r2, r4, r5 stop)", func() error { return errorsJoin(r.stop("r2"), r.stop("r4"), r.stop("r5")) }, 10 * time.Second, 0},
+		{"1 -> 3", func() error { return errors.Join(r.start("r2"), r.start("r3")) }, 10 * time.Second, 1},
+		{"3 -> 5", func() error { return errors.Join(r.start("r4"), r.start("r5")) }, 10 * time.Second, 3},
+		{"5 -> 2 (r2, r4, r5 stop)", func() error { return errors.Join(r.stop("r2"), r.stop("r4"), r.stop("r5")) }, 10 * time.Second, 0},
 		{"kill -9 r1 (the leader)", func() error { r.kill("r1"); return nil }, 15*time.Second + 10*time.Second, 0},
 	}
 	for _, s := range steps {
@@ -145,15 +146,6 @@ func (r *run) print(sr StepReport, base Heap) {
 	for _, u := range sr.Unbalanced {
 		fmt.Fprintln(r.opts.Out, "    UNBALANCED:", u)
 	}
-}
-
-func errorsJoin(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 // updater changes a random Shelf UpdateRate times a second until ctx ends.
