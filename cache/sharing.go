@@ -51,7 +51,9 @@ var shared = intern.New()
 
 // decodeOptions are the decoder options of an informer.
 func decodeOptions(s Sharing, transform, dropManagedFields bool) intern.Options {
-	o := intern.Options{SkipManagedFields: dropManagedFields}
+	// Each informer learns how much of its objects' encoding is strings,
+	// to give each object one string block that fits.
+	o := intern.Options{SkipManagedFields: dropManagedFields, Sizer: &intern.Sizer{}}
 	if s == ShareAuto {
 		s = ShareAll
 		if transform {

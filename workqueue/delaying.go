@@ -21,6 +21,7 @@ type delays[T comparable] struct {
 	heap    []*waitEntry[T]
 	byItem  map[T]*waitEntry[T]
 	free    []*waitEntry[T]
+	peak    int // the most items waiting since the heap was last released
 	seq     uint64
 	timer   clock.Timer // created on first use
 	armed   bool
@@ -138,6 +139,7 @@ func (d *delays[T]) push(item T, when time.Time) *waitEntry[T] {
 	d.seq++
 	w.item, w.when, w.seq, w.index = item, when, d.seq, len(d.heap)
 	d.heap = append(d.heap, w)
+	d.peak = max(d.peak, len(d.heap))
 	d.byItem[item] = w
 	d.up(w.index)
 	return w
@@ -159,8 +161,11 @@ func (d *delays[T]) remove(w *waitEntry[T]) {
 	delete(d.byItem, w.item)
 	var zero T
 	w.item = zero
-	if len(d.free) < shrinkAbove {
+	if len(d.free) < releaseAbove {
 		d.free = append(d.free, w)
+	}
+	if last == 0 && d.peak > releaseAbove {
+		d.heap, d.byItem, d.free, d.peak = nil, make(map[T]*waitEntry[T]), nil, 0
 	}
 }
 

@@ -58,6 +58,7 @@ type failures[T comparable] struct {
 	mu    sync.Mutex
 	clock clock.Clock
 	items map[T]*failure
+	peak  int // the most items counted since the map was last released
 }
 
 type failure struct {
@@ -80,6 +81,7 @@ func (f *failures[T]) when(item T, delay func(count int) time.Duration) time.Dur
 	if !ok {
 		st = &failure{}
 		f.items[item] = st
+		f.peak = max(f.peak, len(f.items))
 	} else if now.Before(st.until) {
 		return st.until.Sub(now)
 	}
@@ -92,6 +94,10 @@ func (f *failures[T]) when(item T, delay func(count int) time.Duration) time.Dur
 func (f *failures[T]) forget(item T) {
 	f.mu.Lock()
 	delete(f.items, item)
+	if len(f.items) == 0 && f.peak > releaseAbove {
+		// Go maps keep their size: release it.
+		f.items, f.peak = make(map[T]*failure), 0
+	}
 	f.mu.Unlock()
 }
 

@@ -73,6 +73,14 @@ type entry[T comparable] struct {
 // does not allocate.
 const shrinkAbove = 4096
 
+// releaseAbove is the size above which the items waiting for a time
+// (AddAfter) and the failures a rate limiter counts release their memory
+// once none are left. A controller that retried a burst of keys (every
+// key of a shard it just took over, say) would otherwise hold a heap and
+// maps of the burst's size for as long as it runs. Below it, they are
+// kept so that steady state does not allocate.
+const releaseAbove = 256
+
 // Queue is a work queue of comparable items with deduplication, delayed
 // adds and rate-limited retries. It implements [RateLimitingInterface]
 // and therefore [DelayingInterface] and [Interface]; see Interface for

@@ -32,6 +32,10 @@ type Options struct {
 	// SkipManagedFields leaves metadata.managedFields out of every
 	// ObjectMeta.
 	SkipManagedFields bool
+	// Sizer, when set, sizes each decoded object's string block from what
+	// the objects decoded before it kept (see [Sizer]). Nil: blocks start
+	// at a fixed size and grow.
+	Sizer *Sizer
 }
 
 type optionsKey struct{}
@@ -71,7 +75,10 @@ type Stats struct {
 	m sync.Map // field → *counter
 }
 
-type counter struct{ tries, hits atomic.Int64 }
+type counter struct {
+	tries, hits atomic.Int64
+	sizer       Sizer // sizes the string blocks of the field's values decoded on a miss
+}
 
 func (s *Stats) of(field any) *counter {
 	if c, ok := s.m.Load(field); ok {
@@ -89,6 +96,16 @@ func (o *Options) Sharing(field any) bool {
 	c := o.Stats.of(field)
 	t := c.tries.Load()
 	return t < warmup || c.hits.Load()*hitShare >= t
+}
+
+// FieldSizer returns the Sizer for the string blocks of field's values
+// that are decoded on their own (a miss in the table, decoded to be
+// put in it), or nil without Stats.
+func (o *Options) FieldSizer(field any) *Sizer {
+	if o.Stats == nil {
+		return nil
+	}
+	return &o.Stats.of(field).sizer
 }
 
 // Lookup returns k's value in the table, counting the try for field.

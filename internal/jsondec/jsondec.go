@@ -64,7 +64,7 @@ func Object(data []byte) (map[string]interface{}, error) {
 // o.SkipManagedFields, metadata.managedFields of the object (or of each
 // item of a list) is left out.
 func ObjectWith(data []byte, o intern.Options) (map[string]interface{}, error) {
-	p := parser{data: data, opts: o}
+	p := parser{data: data, opts: o, sizer: o.Sizer}
 	p.skipSpace()
 	if p.i >= len(p.data) {
 		return nil, p.errf("unexpected end of input")
@@ -86,6 +86,7 @@ func ObjectWith(data []byte, o intern.Options) (map[string]interface{}, error) {
 	if err := p.end(); err != nil {
 		return nil, err
 	}
+	p.learn()
 	return m, nil
 }
 
@@ -98,6 +99,22 @@ type parser struct {
 
 	kept   int // string bytes copied into blocks so far
 	arenas int // string blocks allocated (tests)
+	// arenaBytes is their total size (tests)
+	arenaBytes int
+
+	// sizer, set on the parser of one object (the top-level value, or
+	// an item of a top-level list), sizes its string blocks; a list's
+	// parser hands it to its items.
+	sizer    *intern.Sizer
+	hasItems bool // items of a top-level list were parsed by parsers of their own
+}
+
+// learn tells the sizer what this object kept. A list's parser, whose
+// items had parsers of their own, has nothing to teach.
+func (p *parser) learn() {
+	if !p.hasItems {
+		p.sizer.Learn(len(p.data), p.kept)
+	}
 }
 
 // Strings are copied into blocks that start at firstBlock bytes and double
@@ -107,7 +124,10 @@ type parser struct {
 // the string bytes the rest of the input is likely to hold: what is left
 // of the input, in the proportion of kept bytes to input read so far (a
 // struct's keys and its numbers are not kept), with some slack, once a
-// first block's worth has been read. An estimate too low costs one more
+// first block's worth has been read. With a Sizer that has learnt from
+// earlier objects, its guess for the rest of the input replaces both the
+// first size and the estimate (up to maxBlock). An estimate too low costs
+// one more
 // small block; too high, memory that no string ever uses.
 const (
 	firstBlock = 512
@@ -125,12 +145,18 @@ func (p *parser) keep(b []byte) string {
 	if cap(p.arena)-len(p.arena) < len(b) {
 		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(p.data))))
 		rest := len(p.data) - off
-		if off >= firstBlock { // enough read to go by
-			rest = min(rest, int(int64(rest)*int64(p.kept)/int64(off))+slack)
+		var size int
+		if g := p.sizer.Guess(rest); g > 0 {
+			size = min(g, rest, maxBlock)
+		} else {
+			if off >= firstBlock { // enough read to go by
+				rest = min(rest, int(int64(rest)*int64(p.kept)/int64(off))+slack)
+			}
+			size = min(max(2*cap(p.arena), firstBlock), maxBlock, rest)
 		}
-		next := min(max(2*cap(p.arena), firstBlock), maxBlock)
-		p.arena = make([]byte, 0, max(len(b), min(next, rest)))
+		p.arena = make([]byte, 0, max(len(b), size))
 		p.arenas++
+		p.arenaBytes += cap(p.arena)
 	}
 	p.kept += len(b)
 	n := len(p.arena)
@@ -541,7 +567,7 @@ func (p *parser) items() ([]interface{}, error) {
 			if err != nil {
 				return nil, err
 			}
-			sub := parser{data: raw, opts: p.opts}
+			sub := parser{data: raw, opts: p.opts, sizer: p.sizer}
 			m, err := sub.object(0, "")
 			if err != nil {
 				if se, ok := err.(*SyntaxError); ok {
@@ -550,6 +576,9 @@ func (p *parser) items() ([]interface{}, error) {
 				return nil, err
 			}
 			p.arenas += sub.arenas
+			p.arenaBytes += sub.arenaBytes
+			p.hasItems = true
+			sub.learn()
 			v = m
 		} else {
 			var err error

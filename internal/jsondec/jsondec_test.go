@@ -3,10 +3,12 @@ package jsondec
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/loom-k8s/loom/internal/intern"
@@ -150,5 +152,59 @@ func TestObjectSharing(t *testing.T) {
 	pa, pb := plain["items"].([]any)[0].(map[string]any), plain["items"].([]any)[1].(map[string]any)
 	if ptr(pa["spec"]) == ptr(pb["spec"]) || meta(pa)["managedFields"] == nil {
 		t.Error("Object shares, or drops managed fields")
+	}
+}
+
+// TestSizerFitsBlocks checks that with a Sizer, once it has learnt from a
+// few objects of one shape, each object's string blocks fit the strings it
+// keeps of its own, unstructured and typed, where the fixed first block of
+// 512 bytes leaves much of it unused. Managed fields, labels and owner
+// references come from the table and keep no strings in the object's
+// blocks.
+func TestSizerFitsBlocks(t *testing.T) {
+	const shelf = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"shelf-%04d","namespace":"bench","uid":"0c5e3a55-1b7e-4b7e-9d0c-%012d",` +
+		`"resourceVersion":"%d","creationTimestamp":"2026-11-26T06:00:00Z","labels":{"shard.loom.dev/bench":"r1"},` +
+		`"ownerReferences":[{"apiVersion":"bench.loom.dev/v1","kind":"Shelf","name":"owner","uid":"0c5e3a55-1b7e-4b7e-9d0c-000000000000"}],` +
+		`"managedFields":[{"manager":"replica","operation":"Update","apiVersion":"v1","time":"2026-11-26T06:00:00Z","fieldsType":"FieldsV1",` +
+		`"fieldsV1":{"f:data":{".":{},"f:value":{}},"f:metadata":{"f:labels":{".":{},"f:shard.loom.dev/bench":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"0c5e3a55-1b7e-4b7e-9d0c-000000000000\"}":{}}}}}]},` +
+		`"data":{"value":"%d"}}`
+	for _, typed := range []bool{false, true} {
+		for _, sizer := range []*intern.Sizer{nil, {}} {
+			t.Run(fmt.Sprintf("typed=%t,sizer=%t", typed, sizer != nil), func(t *testing.T) {
+				opts := intern.Options{Share: intern.New(), Structs: true, Sizer: sizer}
+				var keep []any // keep the shared parts alive
+				for i := range 40 {
+					p := parser{data: fmt.Appendf(nil, shelf, i, i, 100000+i, i), opts: opts, sizer: sizer}
+					if typed {
+						cm := &corev1.ConfigMap{}
+						if err := p.into(tplanFor(reflect.TypeFor[corev1.ConfigMap]()), unsafe.Pointer(cm), 0); err != nil {
+							t.Fatal(err)
+						}
+						keep = append(keep, cm)
+					} else {
+						m, err := p.object(0, "")
+						if err != nil {
+							t.Fatal(err)
+						}
+						keep = append(keep, m)
+					}
+					p.learn()
+					if i == 39 {
+						t.Logf("last object: %d block(s), %d bytes, for %d bytes of strings (JSON %d bytes)", p.arenas, p.arenaBytes, p.kept, len(p.data))
+					}
+					if i < 8 {
+						continue // learning
+					}
+					fits := p.arenaBytes <= p.kept+p.kept/4+48
+					if sizer != nil && !fits {
+						t.Errorf("object %d: %d block(s) of %d bytes in all for %d bytes of strings", i, p.arenas, p.arenaBytes, p.kept)
+					}
+					if sizer == nil && fits {
+						t.Errorf("object %d: %d bytes for %d bytes of strings without a sizer: the test no longer shows the fixed block's waste", i, p.arenaBytes, p.kept)
+					}
+				}
+				runtime.KeepAlive(keep)
+			})
+		}
 	}
 }

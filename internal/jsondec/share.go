@@ -123,10 +123,11 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			// its own, so that the shared value never keeps the text of
 			// the object it was first decoded for alive.
 			h.data, h.len, h.cap = newArray(pl.elem.typ, n), 0, n
-			sub := parser{data: raw, opts: p.opts}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f)}
 			if err := sub.slice(pl, fp, depth); err != nil {
 				return err
 			}
+			sub.learn()
 			if h.len != n || h.cap != n {
 				return p.errf("array changed length while decoding") // cannot happen: the skip counted it
 			}
@@ -137,10 +138,11 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	case sharePtr:
 		if v == nil {
 			obj := reflect.New(pl.elem.typ).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f)}
 			if err := sub.into(pl.elem, obj, depth); err != nil {
 				return err
 			}
+			sub.learn()
 			v = p.opts.Share.Put(k, obj)
 		}
 		*(*unsafe.Pointer)(fp) = v
@@ -148,10 +150,11 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	default: // shareMap
 		if v == nil {
 			*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(pl.typ, n).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f)}
 			if err := sub.mapInto(pl, fp, depth); err != nil {
 				return err
 			}
+			sub.learn()
 			v = p.opts.Share.Put(k, *(*unsafe.Pointer)(fp))
 		}
 		*(*unsafe.Pointer)(fp) = v
@@ -180,15 +183,18 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 		p.i = start
 		return p.value(depth)
 	}
-	sub := parser{data: raw, opts: p.opts} // strings of its own, as in shared
+	// On a miss, a parser whose strings are its own, as in shared.
+	sub := parser{data: raw, opts: p.opts}
 	if raw[0] == '{' {
 		key := intern.KeyOf(raw, mapType)
 		v := p.opts.Lookup(k, key)
 		if v == nil {
+			sub.sizer = p.opts.FieldSizer(k)
 			m, err := sub.object(depth, "")
 			if err != nil {
 				return nil, err
 			}
+			sub.learn()
 			v = p.opts.Share.Put(key, *(*unsafe.Pointer)(unsafe.Pointer(&m)))
 		}
 		return *(*map[string]any)(unsafe.Pointer(&v)), nil
@@ -196,10 +202,12 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	key := intern.KeyOf(raw, sliceType)
 	v := p.opts.Lookup(k, key)
 	if v == nil {
+		sub.sizer = p.opts.FieldSizer(k)
 		a, err := sub.arrayOf(depth, n) // counted by the skip above
 		if err != nil {
 			return nil, err
 		}
+		sub.learn()
 		if len(a) != n || cap(a) != n {
 			return nil, p.errf("array changed length while decoding") // cannot happen: the skip counted it
 		}

@@ -261,7 +261,7 @@ func decode(data []byte, v any, o intern.Options) (arenas int, err error) {
 	if pl.failed != nil {
 		return 0, pl.failed
 	}
-	p := parser{data: data, opts: o}
+	p := parser{data: data, opts: o, sizer: o.Sizer}
 	err = p.into(pl, rv.UnsafePointer(), 0)
 	if err == nil {
 		err = p.end()
@@ -275,6 +275,9 @@ func decode(data []byte, v any, o intern.Options) (arenas int, err error) {
 		if err = p.into(pl, rv.UnsafePointer(), 0); err == nil {
 			err = p.end()
 		}
+	}
+	if err == nil {
+		p.learn()
 	}
 	return p.arenas, err
 }
@@ -649,11 +652,14 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			if err != nil {
 				return err
 			}
-			sub := parser{data: raw, opts: p.opts}
+			sub := parser{data: raw, opts: p.opts, sizer: p.sizer}
 			if err := sub.into(pl.elem, ep, depth+1); err != nil {
 				return err
 			}
 			p.arenas += sub.arenas
+			p.arenaBytes += sub.arenaBytes
+			p.hasItems = true
+			sub.learn()
 		} else if err := p.into(pl.elem, ep, depth+1); err != nil {
 			return err
 		}

@@ -325,8 +325,11 @@ func unmarshalStats(data []byte, v any, o intern.Options) (blocks, bytes int, _ 
 	if p.failed != nil {
 		return 0, 0, p.failed
 	}
-	d := decoder{data: data, root: p, opts: o}
+	d := decoder{data: data, root: p, opts: o, sizer: o.Sizer}
 	err := d.message(p, data, rv.UnsafePointer())
+	if err == nil {
+		d.learn()
+	}
 	return d.arenas, d.arenaBytes, err
 }
 
@@ -345,6 +348,12 @@ type decoder struct {
 	arenaBytes int // their total size (tests)
 	kept       int // string bytes copied into blocks so far
 
+	// sizer, set on the decoder of one object (a top-level message, or
+	// an item of a top-level list), sizes its string blocks; a list's
+	// decoder hands it to its items.
+	sizer *intern.Sizer
+	items bool // items of a top-level list were decoded by decoders of their own
+
 	// Scratch space for map entries with non-string values: the map
 	// copies key and value on insert.
 	scratchType reflect.Type
@@ -359,7 +368,10 @@ type decoder struct {
 // also never larger than the string bytes the rest of the message is
 // likely to hold: what is left of it, in the proportion of kept bytes to
 // bytes read so far (tags, numbers and byte blobs are not kept), with some
-// slack, once a first block's worth has been read. An estimate too low
+// slack, once a first block's worth has been read. With a Sizer that has
+// learnt from earlier objects, its guess for the rest of the message
+// replaces both the first size and the estimate (up to maxBlock). An
+// estimate too low
 // costs one more small block.
 const (
 	firstBlock = 512
@@ -378,11 +390,16 @@ func (d *decoder) str(b []byte) string {
 		// What is left of the message bounds the strings still to come.
 		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(d.data))))
 		rest := len(d.data) - off
-		if off >= firstBlock { // enough read to go by
-			rest = min(rest, int(int64(rest)*int64(d.kept)/int64(off))+slack)
+		var size int
+		if g := d.sizer.Guess(rest); g > 0 {
+			size = min(g, rest, maxBlock)
+		} else {
+			if off >= firstBlock { // enough read to go by
+				rest = min(rest, int(int64(rest)*int64(d.kept)/int64(off))+slack)
+			}
+			size = min(max(2*cap(d.arena), firstBlock), maxBlock, rest)
 		}
-		next := min(max(2*cap(d.arena), firstBlock), maxBlock)
-		size := max(len(b), min(next, rest))
+		size = max(len(b), size)
 		d.arena = make([]byte, 0, size)
 		d.arenas++
 		d.arenaBytes += size
@@ -391,6 +408,14 @@ func (d *decoder) str(b []byte) string {
 	n := len(d.arena)
 	d.arena = append(d.arena, b...)
 	return unsafe.String(&d.arena[n], len(b))
+}
+
+// learn tells the sizer what this object kept. A list's decoder, whose
+// items had decoders of their own, has nothing to teach.
+func (d *decoder) learn() {
+	if !d.items {
+		d.sizer.Learn(len(d.data), d.kept)
+	}
 }
 
 func varint(b []byte) (uint64, int, error) {
@@ -709,10 +734,14 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt,
 		// Each element of a top-level repeated message (the Items of a
 		// list) gets string blocks of its own, so that keeping one item
 		// does not keep other items' strings alive.
-		sub := decoder{data: data, root: d.root, opts: d.opts}
+		sub := decoder{data: data, root: d.root, opts: d.opts, sizer: d.sizer}
 		err := sub.message(f.sub, data, ep)
 		d.arenas += sub.arenas
 		d.arenaBytes += sub.arenaBytes
+		d.items = true
+		if err == nil {
+			sub.learn()
+		}
 		return err
 	}
 	return d.value(p, num, f, ep, wt, val, data)

@@ -1,12 +1,15 @@
 package protodec
 
 import (
+	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/loom-k8s/loom/internal/intern"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestStringsDoNotAliasInput(t *testing.T) {
@@ -120,5 +123,71 @@ func TestOnlyStringsAreKept(t *testing.T) {
 	}
 	if len(got.ManagedFields[0].FieldsV1.Raw) != len(big) {
 		t.Fatal("managedFields lost")
+	}
+}
+
+// TestSizerFitsBlocks checks that with a Sizer, once it has learnt from a
+// few objects of one shape, each object gets one string block that fits
+// its own strings, where the fixed first block of 512 bytes would leave
+// most of it unused. The objects' managed-fields blobs, owner references
+// and labels come from the table, so their bytes hold no strings of the
+// object's own.
+func TestSizerFitsBlocks(t *testing.T) {
+	blob := make([]byte, 300)
+	for i := range blob {
+		blob[i] = 'f'
+	}
+	cm := func(i int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("shelf-%04d-a", i), Namespace: "bench", UID: types.UID(fmt.Sprintf("0c5e3a55-1b7e-4b7e-9d0c-%012d", i)), ResourceVersion: fmt.Sprint(100000 + i),
+				Labels:          map[string]string{"shard.loom.dev/bench": "r1"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "bench.loom.dev/v1", Kind: "Shelf", Name: "owner", UID: "0c5e3a55-1b7e-4b7e-9d0c-000000000000"}},
+				ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "replica", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: blob}}},
+			},
+			Data: map[string]string{"value": fmt.Sprint(i)},
+		}
+	}
+	// The strings each object keeps of its own.
+	own := func(c *corev1.ConfigMap) int {
+		m := c.ManagedFields[0]
+		return len(c.Name) + len(c.Namespace) + len(c.UID) + len(c.ResourceVersion) + len(m.Manager) + len(m.Operation) + len(m.APIVersion) + len(m.FieldsType) + len("value") + len(c.Data["value"])
+	}
+	for _, tc := range []struct {
+		name  string
+		sizer *intern.Sizer
+	}{{"fixed first block", nil}, {"sizer", &intern.Sizer{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := intern.Options{Share: intern.New(), Structs: true, Sizer: tc.sizer}
+			var keep []*corev1.ConfigMap // keep the shared parts alive
+			for i := range 40 {
+				src := cm(i)
+				data, _ := src.Marshal()
+				got := &corev1.ConfigMap{}
+				blocks, size, err := unmarshalStats(data, got, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(src, got) {
+					t.Fatalf("object %d decoded as %+v", i, got)
+				}
+				keep = append(keep, got)
+				if i == 39 {
+					t.Logf("last object: %d block(s), %d bytes, for %d bytes of strings (encoding %d bytes)", blocks, size, own(src), len(data))
+				}
+				if i < 8 {
+					continue // learning
+				}
+				want := own(src)
+				fits := blocks == 1 && size <= want+want/4+48
+				if tc.sizer != nil && !fits {
+					t.Errorf("object %d: %d block(s) of %d bytes in all for %d bytes of strings", i, blocks, size, want)
+				}
+				if tc.sizer == nil && fits {
+					t.Errorf("object %d: %d bytes for %d bytes of strings without a sizer: the test no longer shows the fixed block's waste", i, size, want)
+				}
+			}
+			runtime.KeepAlive(keep)
+		})
 	}
 }

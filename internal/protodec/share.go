@@ -38,7 +38,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			return end, nil
 		}
 		*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(f.typ, n).UnsafePointer()
-		sub := d.child(run)
+		sub := d.child(run, f)
 		for rb := run; len(rb) > 0; {
 			_, wt, _, payload, rest, err := next(rb)
 			if err != nil {
@@ -52,6 +52,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			}
 			rb = rest
 		}
+		sub.learn()
 		*(*unsafe.Pointer)(fp) = d.opts.Share.Put(k, *(*unsafe.Pointer)(fp))
 		return end, nil
 
@@ -69,7 +70,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			return end, nil
 		}
 		a := newArray(f.elem, n)
-		sub := d.child(run)
+		sub := d.child(run, f)
 		rb := run
 		for i := range n {
 			_, wt, _, payload, rest, err := next(rb)
@@ -84,6 +85,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			}
 			rb = rest
 		}
+		sub.learn()
 		h.data, h.len, h.cap = d.opts.Share.Put(k, a), n, n
 		return end, nil
 
@@ -96,10 +98,11 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			return end, nil
 		}
 		v := unsafe_New(rtype(f.elem))
-		sub := d.child(data)
+		sub := d.child(data, f)
 		if err := sub.message(f.sub, data, v); err != nil {
 			return 0, err
 		}
+		sub.learn()
 		*(*unsafe.Pointer)(fp) = d.opts.Share.Put(k, v)
 		return end, nil
 	}
@@ -148,11 +151,12 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 // lookup returns k's value in the table, counting the try for f.
 func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer { return d.opts.Lookup(f, k) }
 
-// child returns a decoder for a value that may be shared: its strings get
-// blocks of their own, so that a shared value never keeps the strings of
-// the object it was first decoded for alive.
-func (d *decoder) child(data []byte) decoder {
-	return decoder{data: data, root: d.root, opts: d.opts}
+// child returns a decoder for a value of f that may be shared: its
+// strings get blocks of their own, so that a shared value never keeps the
+// strings of the object it was first decoded for alive, sized by what
+// f's earlier values kept.
+func (d *decoder) child(data []byte, f *field) decoder {
+	return decoder{data: data, root: d.root, opts: d.opts, sizer: d.opts.FieldSizer(f)}
 }
 
 // runEnd returns how many consecutive fields numbered num start b, and
