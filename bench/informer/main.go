@@ -80,6 +80,9 @@ func main() {
 	if *corpusDir == "" {
 		fatal(fmt.Errorf("-corpus or -record is required"))
 	}
+	if *memprofile != "" {
+		runtime.MemProfileRate = 4096 // fine enough to tell small allocations apart
+	}
 	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, share: *share, noShare: *noShare, dynamic: *dynamic})
 	if err != nil {
 		fatal(err)

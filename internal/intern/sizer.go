@@ -4,8 +4,8 @@ import "sync/atomic"
 
 // Sizer learns how many bytes of strings the objects one decoder reads
 // (an informer's, say) keep per byte of their encoding, so that the
-// decoder can give each object one string block that fits, not a block of
-// a fixed size. Strings decoded for a part taken from, or put into, a
+// decoder can keep each object's first string block no larger than the
+// object is likely to fill. Strings decoded for a part taken from, or put into, a
 // table are not counted: they live in blocks of their own. Objects of one
 // kind keep a steady share of their bytes as strings (names, UIDs,
 // resource versions, a managed-fields entry's manager), so a running mean
@@ -25,7 +25,7 @@ const (
 
 // Guess returns the bytes of strings an encoding of n bytes (the rest of
 // an object) is likely to hold, with headroom for objects that keep a
-// little more than the mean: an eighth more, plus 32 bytes. It returns 0
+// little more than the mean: a sixteenth more, plus 16 bytes. It returns 0
 // when nothing has been learnt, and the caller then goes by its own
 // estimate.
 func (s *Sizer) Guess(n int) int {
@@ -37,7 +37,7 @@ func (s *Sizer) Guess(n int) int {
 		return 0
 	}
 	est := int(uint64(n) * uint64(r-1) >> sizerShift)
-	return est + est>>3 + 32
+	return est + est>>4 + 16
 }
 
 // Learn records that an object whose encoding has n bytes kept kept bytes

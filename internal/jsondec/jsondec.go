@@ -22,6 +22,7 @@ package jsondec
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -125,10 +126,10 @@ func (p *parser) learn() {
 // of the input, in the proportion of kept bytes to input read so far (a
 // struct's keys and its numbers are not kept), with some slack, once a
 // first block's worth has been read. With a Sizer that has learnt from
-// earlier objects, its guess for the rest of the input replaces both the
-// first size and the estimate (up to maxBlock). An estimate too low costs
-// one more
-// small block; too high, memory that no string ever uses.
+// earlier objects, the first block is no larger than its guess, so that a
+// small object whose encoding is mostly parts taken from the table (or
+// numbers) does not hold a block it cannot fill. An estimate too low costs
+// one more small block; too high, memory that no string ever uses.
 const (
 	firstBlock = 512
 	maxBlock   = 4096
@@ -145,16 +146,16 @@ func (p *parser) keep(b []byte) string {
 	if cap(p.arena)-len(p.arena) < len(b) {
 		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(p.data))))
 		rest := len(p.data) - off
-		var size int
-		if g := p.sizer.Guess(rest); g > 0 {
-			size = min(g, rest, maxBlock)
-		} else {
-			if off >= firstBlock { // enough read to go by
-				rest = min(rest, int(int64(rest)*int64(p.kept)/int64(off))+slack)
-			}
-			size = min(max(2*cap(p.arena), firstBlock), maxBlock, rest)
+		if off >= firstBlock { // enough read to go by
+			rest = min(rest, int(int64(rest)*int64(p.kept)/int64(off))+slack)
 		}
-		p.arena = make([]byte, 0, max(len(b), size))
+		size := min(max(2*cap(p.arena), firstBlock), maxBlock, rest)
+		if g := p.sizer.Guess(rest); g > 0 && p.arenas == 0 {
+			size = min(size, g)
+		}
+		// slices.Grow rounds the capacity up to the allocation's size
+		// class, so that the rounding is room for strings, not waste.
+		p.arena = slices.Grow([]byte(nil), max(len(b), size))
 		p.arenas++
 		p.arenaBytes += cap(p.arena)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,10 +370,10 @@ type decoder struct {
 // likely to hold: what is left of it, in the proportion of kept bytes to
 // bytes read so far (tags, numbers and byte blobs are not kept), with some
 // slack, once a first block's worth has been read. With a Sizer that has
-// learnt from earlier objects, its guess for the rest of the message
-// replaces both the first size and the estimate (up to maxBlock). An
-// estimate too low
-// costs one more small block.
+// learnt from earlier objects, the first block is no larger than its
+// guess, so that a small object whose encoding is mostly parts taken from
+// the table (or bytes and numbers) does not hold a block it cannot fill.
+// An estimate too low costs one more small block.
 const (
 	firstBlock = 512
 	maxBlock   = 4096
@@ -390,19 +391,19 @@ func (d *decoder) str(b []byte) string {
 		// What is left of the message bounds the strings still to come.
 		off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(d.data))))
 		rest := len(d.data) - off
-		var size int
-		if g := d.sizer.Guess(rest); g > 0 {
-			size = min(g, rest, maxBlock)
-		} else {
-			if off >= firstBlock { // enough read to go by
-				rest = min(rest, int(int64(rest)*int64(d.kept)/int64(off))+slack)
-			}
-			size = min(max(2*cap(d.arena), firstBlock), maxBlock, rest)
+		if off >= firstBlock { // enough read to go by
+			rest = min(rest, int(int64(rest)*int64(d.kept)/int64(off))+slack)
+		}
+		size := min(max(2*cap(d.arena), firstBlock), maxBlock, rest)
+		if g := d.sizer.Guess(rest); g > 0 && d.arenas == 0 {
+			size = min(size, g)
 		}
 		size = max(len(b), size)
-		d.arena = make([]byte, 0, size)
+		// slices.Grow rounds the capacity up to the allocation's size
+		// class, so that the rounding is room for strings, not waste.
+		d.arena = slices.Grow([]byte(nil), size)
 		d.arenas++
-		d.arenaBytes += size
+		d.arenaBytes += cap(d.arena)
 	}
 	d.kept += len(b)
 	n := len(d.arena)
