@@ -268,8 +268,15 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 			v = skipped
 		case depth == 0 && k == "items" && p.i < len(p.data) && p.data[p.i] == '[':
 			v, err = p.items()
-		case depth == 0 && k == "metadata" && p.opts.SkipManagedFields && p.i < len(p.data) && p.data[p.i] == '{':
-			v, err = p.object(depth+1, "managedFields")
+		case depth == 0 && k == "metadata" && p.i < len(p.data) && p.data[p.i] == '{':
+			// An object's metadata holds its UID: never worth looking up
+			// whole. Its labels, annotations, owner references and
+			// managed fields are, one by one.
+			drop := ""
+			if p.opts.SkipManagedFields {
+				drop = "managedFields"
+			}
+			v, err = p.object(depth+1, drop)
 		case p.opts.Structs && p.opts.Share != nil:
 			v, err = p.sharedValue(k, depth+1)
 		default:
