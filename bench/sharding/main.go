@@ -42,7 +42,7 @@ func main() {
 	outPath := flag.String("out", "", "also append the report to this file")
 	probes := flag.Int("probes", 200, "new Shelves created in each assignment mode (the leader's watch, the webhook) after 1 -> 3")
 	overhead := flag.Bool("overhead", false, "instead of the scenario, measure the leader's extra heap for sharding with 1,000 and 10,000 objects")
-	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed)")
+	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed); the profiles sample every 4 KB")
 	flag.Parse()
 	out := io.Writer(os.Stdout)
 	if *outPath != "" {
@@ -81,7 +81,11 @@ func main() {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	rep, err := Run(context.Background(), Options{Shelves: *shelves, UpdateRate: *rate, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out})
+	opts := Options{Shelves: *shelves, UpdateRate: *rate, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out}
+	if *keep {
+		opts.MemProfileRate = 4096
+	}
+	rep, err := Run(context.Background(), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sharding:", err)
 		os.Exit(1)

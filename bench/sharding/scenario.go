@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,9 +40,13 @@ type Options struct {
 	// ProbeCreates is the number of new Shelves created in each mode
 	// (leader's watch, webhook) after the 1 -> 3 step; 0: none.
 	ProbeCreates int
+	// MemProfileRate, when not 0, is the replicas' runtime.MemProfileRate
+	// (their heap profiles then tell small allocations apart).
+	MemProfileRate int
 }
 
-// replicaEnv makes a process a replica: "<kubeconfig>|<namespace>|<id>|<log>".
+// replicaEnv makes a process a replica:
+// "<kubeconfig>|<namespace>|<id>|<log>|<MemProfileRate or 0>".
 const replicaEnv = "LOOM_SHARDING_REPLICA"
 
 // maybeReplica runs the process as a replica if replicaEnv says so, and
@@ -52,6 +57,9 @@ func maybeReplica() {
 		return
 	}
 	f := strings.Split(v, "|")
+	if rate, _ := strconv.Atoi(f[4]); rate > 0 {
+		runtime.MemProfileRate = rate
+	}
 	if err := replicaMain(f[0], f[1], f[2], f[3]); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		os.Exit(1)
@@ -254,7 +262,7 @@ func (r *run) start(id string) error {
 	name := cmp.Or(id, "solo")
 	log := filepath.Join(r.opts.Dir, name+".log")
 	cmd := exec.Command(r.opts.Exe)
-	cmd.Env = append(os.Environ(), replicaEnv+"="+strings.Join([]string{r.kubecfg, ns, id, log}, "|"))
+	cmd.Env = append(os.Environ(), replicaEnv+"="+strings.Join([]string{r.kubecfg, ns, id, log, strconv.Itoa(r.opts.MemProfileRate)}, "|"))
 	cmd.Stderr = os.Stderr
 	// A replica dies with the driver, even one killed by a signal.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
