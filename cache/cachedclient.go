@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +29,15 @@ type CachedClientOptions struct {
 // ErrStaleCache is returned (wrapped in a *StaleCacheError) when the cache
 // has not caught up with a write of this client within the wait.
 var ErrStaleCache = errors.New("cache has not caught up with this client's write")
+
+// ErrCachedObject is returned (wrapped) by a CachedClient's Create, Update
+// and UpdateStatus when given the very object its cache holds, as a read
+// returned it. That object is shared with every reader, and parts of it
+// (containers, labels, managed fields) may be shared with other cached
+// objects: writing it means it was, or is about to be, changed in place,
+// and the change would show in every one of them and be sent with their
+// next write. DeepCopy the object and change and write the copy.
+var ErrCachedObject = errors.New("object is the cache's own, shared with every reader: DeepCopy it and write the copy")
 
 // StaleCacheError names the object and the resourceVersion the read waited
 // for.
@@ -60,7 +70,8 @@ func (e *StaleCacheError) Unwrap() error { return ErrStaleCache }
 // kube-apiserver backed by etcd guarantees.
 //
 // Objects returned by reads are shared with the cache: do not change them.
-// A CachedClient is safe for concurrent use.
+// Create, Update and UpdateStatus refuse them with [ErrCachedObject]; write
+// a DeepCopy. A CachedClient is safe for concurrent use.
 type CachedClient[T client.Object] struct {
 	live *client.Client[T]
 	inf  *Informer[T]
@@ -177,6 +188,10 @@ func (c *CachedClient[T]) Create(ctx context.Context, obj T, opts metav1.CreateO
 		var zero T
 		return zero, c.err
 	}
+	if err := c.notCached("create", obj); err != nil {
+		var zero T
+		return zero, err
+	}
 	out, err := c.live.Create(ctx, obj, opts)
 	if err == nil {
 		c.record(out)
@@ -190,6 +205,10 @@ func (c *CachedClient[T]) Update(ctx context.Context, obj T, opts metav1.UpdateO
 		var zero T
 		return zero, c.err
 	}
+	if err := c.notCached("update", obj); err != nil {
+		var zero T
+		return zero, err
+	}
 	out, err := c.live.Update(ctx, obj, opts)
 	if err == nil {
 		c.record(out)
@@ -202,6 +221,10 @@ func (c *CachedClient[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.U
 	if c.err != nil {
 		var zero T
 		return zero, c.err
+	}
+	if err := c.notCached("update status", obj); err != nil {
+		var zero T
+		return zero, err
 	}
 	out, err := c.live.UpdateStatus(ctx, obj, opts)
 	if err == nil {
@@ -245,6 +268,20 @@ func (c *CachedClient[T]) Delete(ctx context.Context, obj T, opts metav1.DeleteO
 		return nil
 	}
 	c.written[k] = written{deleted: true}
+	return nil
+}
+
+// notCached returns an error wrapping [ErrCachedObject] if obj is the
+// object the cache holds under its key.
+func (c *CachedClient[T]) notCached(op string, obj T) error {
+	cached, ok := c.inf.store.Get(key(obj.GetNamespace(), obj.GetName()))
+	if !ok {
+		return nil
+	}
+	a, b := reflect.ValueOf(obj), reflect.ValueOf(cached)
+	if a.Kind() == reflect.Pointer && b.Kind() == reflect.Pointer && a.UnsafePointer() == b.UnsafePointer() {
+		return fmt.Errorf("cache: %s %s: %w", op, key(obj.GetNamespace(), obj.GetName()), ErrCachedObject)
+	}
 	return nil
 }
 

@@ -62,6 +62,26 @@ func TestReadYourWrites(t *testing.T) {
 	}
 	t.Logf("1000 update-then-read pairs held; a plain cache read right after the write was stale %d times", stale)
 
+	// The object a read returns is the cache's own: writing it is refused,
+	// writing a copy is not.
+	shared, err := cc.Get(ctx, "default", "ryw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared.Data["n"] = "changed in place" // the mistake the check is for
+	if _, err := cc.Update(ctx, shared, metav1.UpdateOptions{}); !errors.Is(err, cache.ErrCachedObject) {
+		t.Fatalf("Update of the cache's own object: %v, want ErrCachedObject", err)
+	}
+	if _, err := cc.Create(ctx, shared, metav1.CreateOptions{}); !errors.Is(err, cache.ErrCachedObject) {
+		t.Fatalf("Create from the cache's own object: %v, want ErrCachedObject", err)
+	}
+	if live, err := live.Get(ctx, "ryw", metav1.GetOptions{}); err != nil || live.Data["n"] != "1000" {
+		t.Fatalf("the server has n=%q (%v) after refused writes, want 1000", live.Data["n"], err)
+	}
+	if cm, err = cc.Update(ctx, shared.DeepCopy(), metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("Update of a copy: %v", err)
+	}
+
 	if err := cc.Delete(ctx, cm, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,10 @@
 // lister and every handler. A transform ([InformerOptions].Transform)
 // shapes them before they are stored; the mutation detector
 // ([InformerOptions].DetectMutations, or LOOM_CACHE_MUTATION_DETECTOR=true)
-// finds code that changes them, in tests.
+// finds code that changes them, in tests. A [CachedClient] refuses to
+// create or update from an object its cache holds, with
+// [ErrCachedObject], in production too; a write from a copy of it, or
+// through a client that does not know the cache, is not checked.
 //
 // Metadata-only informers are informers of
 // *metav1.PartialObjectMetadata, over a client made with
