@@ -52,7 +52,8 @@ var shared = intern.New()
 // decodeOptions are the decoder options of an informer.
 func decodeOptions(s Sharing, transform, dropManagedFields bool) intern.Options {
 	// Each informer learns how much of its objects' encoding is strings,
-	// to give each object one string block that fits.
+	// so that an object's first string block is no larger than it is
+	// likely to fill.
 	o := intern.Options{SkipManagedFields: dropManagedFields, Sizer: &intern.Sizer{}}
 	if s == ShareAuto {
 		s = ShareAll

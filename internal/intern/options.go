@@ -32,9 +32,9 @@ type Options struct {
 	// SkipManagedFields leaves metadata.managedFields out of every
 	// ObjectMeta.
 	SkipManagedFields bool
-	// Sizer, when set, sizes each decoded object's string block from what
-	// the objects decoded before it kept (see [Sizer]). Nil: blocks start
-	// at a fixed size and grow.
+	// Sizer, when set, keeps each decoded object's first string block no
+	// larger than what the objects decoded before it kept suggests (see
+	// [Sizer]). Nil: blocks start at a fixed size and grow.
 	Sizer *Sizer
 }
 

@@ -5,9 +5,9 @@ import "sync/atomic"
 // Sizer learns how many bytes of strings the objects one decoder reads
 // (an informer's, say) keep per byte of their encoding, so that the
 // decoder can keep each object's first string block no larger than the
-// object is likely to fill. Strings decoded for a part taken from, or put into, a
-// table are not counted: they live in blocks of their own. Objects of one
-// kind keep a steady share of their bytes as strings (names, UIDs,
+// object is likely to fill. Strings decoded for a part taken from, or put
+// into, a table are not counted: they live in blocks of their own. Objects
+// of one kind keep a steady share of their bytes as strings (names, UIDs,
 // resource versions, a managed-fields entry's manager), so a running mean
 // guesses well. The zero value has learnt nothing, and a nil *Sizer
 // guesses nothing. A Sizer is safe for concurrent use; concurrent
@@ -40,8 +40,8 @@ func (s *Sizer) Guess(n int) int {
 	return est + est>>4 + 16
 }
 
-// Learn records that an object whose encoding has n bytes kept kept bytes
-// of strings in its own blocks.
+// Learn records that an object whose encoding has n bytes kept that many
+// bytes of strings (kept) in its own blocks.
 func (s *Sizer) Learn(n, kept int) {
 	if s == nil || n <= 0 || kept < 0 {
 		return
