@@ -87,6 +87,15 @@ func installCRD(t *testing.T, rc *rest.Client, crdJSON string, res client.Resour
 	})
 }
 
+// ensureNamespace creates the namespace ns unless it exists.
+func ensureNamespace(t *testing.T, rc *rest.Client, ns string) {
+	t.Helper()
+	nsc, _ := client.For[corev1.Namespace](rc, client.Options{})
+	if _, err := nsc.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

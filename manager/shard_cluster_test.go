@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,10 +41,7 @@ func TestShardedClusterScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nsc, _ := client.For[corev1.Namespace](rc, client.Options{})
-	if _, err := nsc.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ensureNamespace(t, rc, leaseNS)
 	installCRD(t, rc, gizmoCRD, gizmoRes)
 	gizmos, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: gizmoRes})
 	for i := range n {

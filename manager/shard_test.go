@@ -77,10 +77,7 @@ func TestShardedManagers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nsc, _ := client.For[corev1.Namespace](rc, client.Options{})
-	if _, err := nsc.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ensureNamespace(t, rc, ns)
 	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
 	secrets, _ := client.For[corev1.Secret](rc, client.Options{})

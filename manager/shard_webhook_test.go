@@ -8,7 +8,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -29,10 +28,7 @@ func TestShardWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nsc, _ := client.For[corev1.Namespace](rc, client.Options{})
-	if _, err := nsc.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	ensureNamespace(t, rc, ns)
 	cmRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}
 	url := "https://placeholder/shard-" + ring // the manager injects its address and CA
 	hook := shard.MutatingWebhook(ring, []client.Resource{cmRes}, admissionregistrationv1.WebhookClientConfig{URL: &url})
