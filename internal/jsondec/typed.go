@@ -11,7 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+	"unicode/utf8"
 	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/internal/intern"
 )
@@ -27,6 +31,10 @@ import (
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	// The timestamps every object has: their UnmarshalJSON goes through
+	// encoding/json and allocates each time, so they are parsed here.
+	timeType      = reflect.TypeFor[metav1.Time]()
+	microTimeType = reflect.TypeFor[metav1.MicroTime]()
 )
 
 type tkind uint8
@@ -44,6 +52,7 @@ const (
 	tStruct
 	tIface
 	tUnmarshaler // json.Unmarshaler: handed the raw value
+	tTime        // metav1.Time or metav1.MicroTime: parsed in place (layout)
 )
 
 type tplan struct {
@@ -53,6 +62,7 @@ type tplan struct {
 	elem   *tplan             // slice, pointer and map values
 	fields map[string]*tfield // struct fields by JSON name
 	strMap bool               // map with string-kind keys and values
+	layout string             // tTime: the time layout
 	failed error
 }
 
@@ -116,6 +126,12 @@ func tbuild(t reflect.Type, building map[reflect.Type]*tplan) *tplan {
 	building[t] = p
 	pt := reflect.PointerTo(t)
 	switch {
+	case t == timeType:
+		p.kind, p.layout = tTime, time.RFC3339
+		return p
+	case t == microTimeType:
+		p.kind, p.layout = tTime, metav1.RFC3339Micro
+		return p
 	case t.Kind() != reflect.Pointer && pt.Implements(jsonUnmarshalerType):
 		p.kind = tUnmarshaler
 		return p
@@ -373,6 +389,8 @@ func (p *parser) valueNoAlloc(depth int) (int, error) {
 		}
 	case c == '"':
 		return 0, p.skipString()
+	case c == '-' || c >= '0' && c <= '9':
+		return 0, p.scanNumber() // value would box it
 	default:
 		_, err := p.value(depth)
 		return 0, err
@@ -419,7 +437,7 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		return p.errf("unexpected end of input")
 	}
 	c := p.data[p.i]
-	if c == 'n' && pl.kind != tUnmarshaler {
+	if c == 'n' && pl.kind != tUnmarshaler && pl.kind != tTime {
 		if err := p.literal("null"); err != nil {
 			return err
 		}
@@ -430,6 +448,11 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		return nil // null leaves other values unchanged
 	}
 	switch pl.kind {
+	case tTime:
+		if p.timeInto(pl, ptr) {
+			return nil
+		}
+		fallthrough
 	case tUnmarshaler:
 		raw, err := p.skipValue(depth)
 		if err != nil {
@@ -515,6 +538,35 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		return p.structInto(pl, ptr, depth)
 	}
 	return nil
+}
+
+// timeInto parses a plain quoted timestamp at p.i into the metav1.Time or
+// metav1.MicroTime at ptr, as their UnmarshalJSON would, without its
+// allocations. It reports false, leaving p.i alone, for anything else
+// (null, escapes, a malformed time): UnmarshalJSON then decides, and
+// words the error.
+func (p *parser) timeInto(pl *tplan, ptr unsafe.Pointer) bool {
+	d := p.data
+	if d[p.i] != '"' {
+		return false
+	}
+	end := p.i + 1
+	for end < len(d) && d[end] != '"' {
+		if c := d[end]; c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			return false
+		}
+		end++
+	}
+	if end >= len(d) {
+		return false
+	}
+	t, err := time.Parse(pl.layout, p.view(p.i+1, end))
+	if err != nil {
+		return false // the error would alias the input
+	}
+	*(*time.Time)(ptr) = t.Local()
+	p.i = end + 1
+	return true
 }
 
 // mismatch skips the value and reports a type error.

@@ -35,6 +35,7 @@ func TestTypedEdgeCases(t *testing.T) {
 		B        []byte            `json:"bytes"`
 		T        metav1.Time       `json:"t"`
 		TP       *metav1.Time      `json:"tp"`
+		MT       metav1.MicroTime  `json:"mt"`
 		Q        resource.Quantity `json:"q"`
 		Raw      json.RawMessage   `json:"raw"`
 		Skip     string            `json:"-"`
@@ -46,6 +47,10 @@ func TestTypedEdgeCases(t *testing.T) {
 		`{"bytes":"!!"}`, `{"bytes":[104,105]}`, `{"t":null}`, `{"t":5}`, `{"q":"bad"}`, `{"a":"x","a":"y"}`, `{"s":[{"a":"1","b":5}],"s":[{"a":"2"}]}`,
 		`{"p":{"a":"1"},"p":{"b":2}}`, `{"A":"case"}`, `{"plain":"case"}`, `{"i":12345678901234567890}`, `{"i":1e2}`, `{"a":"x"} x`, `{"a":"\u00e9\ud83d\ude00"}`,
 		`[1]`, `"s"`, `{"a":tru}`, `{"n":-0}`, `{"n":01}`,
+		// Timestamps: parsed in place when plain, else by their UnmarshalJSON.
+		`{"t":"2026-01-02T03:04:05+02:00","tp":"2026-01-02T03:04:05.5Z"}`, `{"t":"\u0032026-01-02T03:04:05Z"}`, `{"t":""}`, `{"t":"bad"}`,
+		`{"t":"2026-01-02T03:04:05Z`, `{"t":"2026-13-02T03:04:05Z"}`, `{"t":"2026-01-02T03:04:05Z","t":null}`, `{"t":"é"}`,
+		`{"mt":"2026-01-02T03:04:05.123456Z"}`, `{"mt":"2026-01-02T03:04:05Z"}`, `{"mt":null}`, `{"mt":1}`,
 	} {
 		var want, got T
 		werr := utiljson.Unmarshal([]byte(in), &want)
@@ -67,6 +72,31 @@ func TestTypedAllocations(t *testing.T) {
 	t.Logf("allocations per Pod: util/json %.0f, jsondec %.0f", ref, ours)
 	if ours >= ref {
 		t.Errorf("jsondec allocates %.0f, reference %.0f", ours, ref)
+	}
+}
+
+// TestTimesDoNotAllocate checks that timestamps cost no allocation of
+// their own.
+func TestTimesDoNotAllocate(t *testing.T) {
+	type T struct {
+		A metav1.Time      `json:"a"`
+		B *metav1.Time     `json:"b"`
+		M metav1.MicroTime `json:"m"`
+	}
+	allocs := func(in string) float64 {
+		return testing.AllocsPerRun(20, func() {
+			var v T
+			if err := Decode([]byte(in), &v); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	none := allocs(`{"b":null}`)
+	// The one allocation b needs is the pointer's, and the race
+	// detector's instrumentation can add one. Through UnmarshalJSON,
+	// each timestamp took three or more.
+	if times := allocs(`{"a":"2026-01-02T03:04:05Z","b":"2026-01-02T03:04:05Z","m":"2026-01-02T03:04:05.123456Z"}`); times > none+2 {
+		t.Errorf("%.0f allocations with three timestamps, %.0f without", times, none)
 	}
 }
 
@@ -94,6 +124,7 @@ func FuzzTypedMatchesReference(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"metadata":{"name":"x","labels":{"a":null}},"spec":{"containers":[{"name":"c","ports":[{"containerPort":80}]}]}}`))
+	f.Add([]byte(`{"metadata":{"creationTimestamp":"2026-01-02T03:04:05Z","deletionTimestamp":null},"status":{"startTime":"2026-01-02T03:04:05+01:00"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var want, got corev1.Pod
 		werr := utiljson.Unmarshal(data, &want)
