@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/loom-k8s/loom/internal/intern"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/tracing"
 )
@@ -242,15 +241,15 @@ func (c *Client[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T]
 	if err != nil {
 		return nil, err
 	}
-	l := &List[T]{newItem: c.newObj, decode: intern.OptionsFrom(ctx)}
-	var into any = l
-	if ul, ok := any(l).(*List[*unstructured.Unstructured]); ok {
-		into = &unstructuredList{ul}
-	}
-	if err := c.req(c.rc.Get(), res, c.ns, asList).Options(&opts).Do(ctx, into); err != nil {
+	l := &List[T]{newItem: c.newObj}
+	if err := c.req(c.rc.Get(), res, c.ns, asList).Options(&opts).Do(ctx, l); err != nil {
 		return nil, err
 	}
-	if !c.metadata {
+	if ul, ok := any(l).(*List[*unstructured.Unstructured]); ok {
+		if err := fillKinds(ul); err != nil {
+			return nil, err
+		}
+	} else if !c.metadata {
 		// The items of a list come without apiVersion and kind; give them
 		// the ones objects that come alone (a Get, a watch event) have.
 		for _, item := range l.Items {

@@ -1,40 +1,69 @@
 package client
 
 import (
-	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/loom-k8s/loom/rest"
 )
 
-func TestListProtobufRoundTrip(t *testing.T) {
-	in := corev1.PodList{
-		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "tok"},
-		Items: []corev1.Pod{
-			{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"x": "y"}}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: corev1.PodSpec{NodeName: "n1"}},
-		},
+var _ rest.ListStream = (*List[*corev1.Pod])(nil)
+
+// TestListTakesItems checks the List's side of streaming: items to decode
+// into, for pointer and value item types, with and without a constructor.
+func TestListTakesItems(t *testing.T) {
+	made := 0
+	withNew := &List[*corev1.Pod]{newItem: func() *corev1.Pod { made++; return new(corev1.Pod) }}
+	withNew.AddItem(withNew.NewItem())
+	if made != 1 || len(withNew.Items) != 1 || withNew.Items[0] == nil || !withNew.HasProtobuf() {
+		t.Errorf("with a constructor: made %d, items %v", made, withNew.Items)
 	}
-	data, err := in.Marshal()
-	if err != nil {
-		t.Fatal(err)
+	var ptrs List[*corev1.Pod]
+	item := ptrs.NewItem().(*corev1.Pod)
+	item.Name = "a"
+	ptrs.AddItem(item)
+	if len(ptrs.Items) != 1 || ptrs.Items[0].Name != "a" {
+		t.Errorf("pointer items: %v", ptrs.Items)
 	}
-	l := &List[*corev1.Pod]{newItem: func() *corev1.Pod { return new(corev1.Pod) }}
-	if err := l.Unmarshal(data); err != nil {
-		t.Fatal(err)
+	var values List[corev1.Pod]
+	v := values.NewItem().(*corev1.Pod)
+	v.Name = "b"
+	values.AddItem(v)
+	if len(values.Items) != 1 || values.Items[0].Name != "b" {
+		t.Errorf("value items: %v", values.Items)
 	}
-	if l.ResourceVersion != "42" || l.Continue != "tok" || len(l.Items) != 2 {
-		t.Fatalf("decoded %+v", l)
+	var u List[*unstructured.Unstructured]
+	if u.HasProtobuf() {
+		t.Error("a list of unstructured objects claims a protobuf form")
 	}
-	for i := range in.Items {
-		if !reflect.DeepEqual(&in.Items[i], l.Items[i]) {
-			t.Errorf("item %d: %+v != %+v", i, l.Items[i], in.Items[i])
+}
+
+func TestFillKinds(t *testing.T) {
+	item := func(apiVersion, kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		if apiVersion != "" {
+			u.SetAPIVersion(apiVersion)
 		}
+		if kind != "" {
+			u.SetKind(kind)
+		}
+		return u
 	}
-	// Truncated input is an error, never a panic.
-	for n := range len(data) {
-		l := &List[*corev1.Pod]{newItem: func() *corev1.Pod { return new(corev1.Pod) }}
-		_ = l.Unmarshal(data[:n])
+	l := &List[*unstructured.Unstructured]{Items: []*unstructured.Unstructured{item("", ""), item("example.com/v1", "Foo")}}
+	l.APIVersion, l.Kind = "v1", "PodList"
+	if err := fillKinds(l); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Items[0].GroupVersionKind().String(); got != "/v1, Kind=Pod" {
+		t.Errorf("item without a kind: %s", got)
+	}
+	if got := l.Items[1].GroupVersionKind().String(); got != "example.com/v1, Kind=Foo" {
+		t.Errorf("item with a kind: %s", got)
+	}
+	noKind := &List[*unstructured.Unstructured]{Items: []*unstructured.Unstructured{item("", "")}}
+	if err := fillKinds(noKind); err == nil {
+		t.Error("an item with no kind in a list with none: no error")
 	}
 }

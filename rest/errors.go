@@ -119,9 +119,9 @@ func classifyTLS(host string, err error) error {
 	return err
 }
 
-// DecodeError reports an undecodable watch frame or response body. The
-// watch ends after it. It never includes the frame's bytes, which may hold
-// secrets.
+// DecodeError reports an undecodable watch frame, or an undecodable part
+// of a list read as a stream. The watch ends after it. It never includes
+// the frame's bytes, which may hold secrets.
 type DecodeError struct {
 	// Offset is the byte offset of the frame in the stream.
 	Offset int64
@@ -132,7 +132,7 @@ type DecodeError struct {
 
 // Error describes the failure.
 func (e *DecodeError) Error() string {
-	return "rest: decoding watch frame at byte " + strconv.FormatInt(e.Offset, 10) + ": " + e.Err.Error()
+	return "rest: decoding stream at byte " + strconv.FormatInt(e.Offset, 10) + ": " + e.Err.Error()
 }
 
 // Unwrap returns the cause.

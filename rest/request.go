@@ -214,8 +214,12 @@ func (res *Result) into(v any, o intern.Options) error {
 // to discard it). v should be a pointer to a zero value: a typed object
 // (*corev1.Pod), *unstructured.Unstructured, *metav1.PartialObjectMetadata,
 // a list type, or any JSON-decodable type. A non-2xx response returns a
-// [*StatusError]; a certificate problem a [*TLSVerificationError].
+// [*StatusError]; a certificate problem a [*TLSVerificationError]. A v
+// that is a [ListStream] is decoded item by item as the response arrives.
 func (r *Request) Do(ctx context.Context, v any) error {
+	if ls, ok := v.(ListStream); ok {
+		return r.stream(ctx, ls)
+	}
 	buf := bodyPool.Get().(*bytes.Buffer)
 	res, err := r.do(ctx, r.accept(v), buf)
 	if err != nil {

@@ -3,7 +3,6 @@ package rest
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,10 +59,7 @@ type Watcher[PT any] struct {
 	stopped atomic.Bool
 	once    sync.Once
 
-	buf    []byte // frame buffer, reused
-	r, w   int    // unread data is buf[r:w]
-	offset int64  // stream offset of buf[r]
-	max    int
+	frames       // the stream, read in frames
 	err    error // sticky
 }
 
@@ -76,7 +72,7 @@ type Watcher[PT any] struct {
 // NewWatcher is the decoding half of [Watch]; use it to replay recorded
 // streams.
 func NewWatcher[T any, PT interface{ *T }](body io.ReadCloser, contentType string) (*Watcher[PT], error) {
-	w := &Watcher[PT]{body: body, max: DefaultMaxFrameSize, newObj: func() PT { return PT(new(T)) }}
+	w := &Watcher[PT]{body: body, frames: frames{src: body, max: DefaultMaxFrameSize}, newObj: func() PT { return PT(new(T)) }}
 	switch mt := mediaType(contentType); mt {
 	case MediaTypeJSON:
 	case MediaTypeProtobuf:
@@ -159,7 +155,7 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 			return ev, &DecodeError{Offset: start, Err: err}
 		}
 	} else {
-		frame, err := w.jsonFrame()
+		frame, err := w.jsonObject()
 		if err != nil {
 			return ev, err
 		}
@@ -200,132 +196,6 @@ func (w *Watcher[PT]) decodeObject(obj []byte, v any) error {
 	}
 	return decodeJSON(obj, v, intern.OptionsFrom(w.ctx))
 }
-
-// fill reads more data into the buffer, growing it so that at least need
-// unread bytes fit. It returns io.EOF only when no data was read.
-func (w *Watcher[PT]) fill(need int) error {
-	if w.r > 0 && (w.r == w.w || len(w.buf)-w.r < need) {
-		n := copy(w.buf, w.buf[w.r:w.w])
-		w.r, w.w = 0, n
-	}
-	if need > len(w.buf) {
-		size := max(2*len(w.buf), need, 32<<10)
-		nb := make([]byte, size)
-		copy(nb, w.buf[w.r:w.w])
-		w.w -= w.r
-		w.r = 0
-		w.buf = nb
-	}
-	if w.w == len(w.buf) {
-		return nil
-	}
-	n, err := w.body.Read(w.buf[w.w:])
-	w.w += n
-	if n > 0 {
-		return nil
-	}
-	if err == nil {
-		return nil
-	}
-	return err
-}
-
-func (w *Watcher[PT]) protoFrame() ([]byte, error) {
-	for w.w-w.r < 4 {
-		if err := w.fill(4); err != nil {
-			return nil, w.eofErr(err, w.w-w.r)
-		}
-	}
-	n := int(binary.BigEndian.Uint32(w.buf[w.r:]))
-	if n > w.max || n < 0 {
-		return nil, &DecodeError{Offset: w.offset, Err: fmt.Errorf("frame of %d bytes exceeds the limit of %d", n, w.max)}
-	}
-	for w.w-w.r < 4+n {
-		if err := w.fill(4 + n); err != nil {
-			return nil, w.eofErr(err, 1)
-		}
-	}
-	frame := w.buf[w.r+4 : w.r+4+n]
-	w.r += 4 + n
-	w.offset += int64(4 + n)
-	return frame, nil
-}
-
-// eofErr turns EOF in the middle of a frame into a DecodeError.
-func (w *Watcher[PT]) eofErr(err error, partial int) error {
-	if errors.Is(err, io.EOF) && partial > 0 {
-		return &DecodeError{Offset: w.offset, Err: io.ErrUnexpectedEOF}
-	}
-	return err
-}
-
-// jsonFrame returns the next top-level JSON object in the stream. It tracks
-// nesting and strings only; the JSON decoder validates the content.
-func (w *Watcher[PT]) jsonFrame() ([]byte, error) {
-	// Skip whitespace between objects.
-	for {
-		for w.r < w.w && isSpace(w.buf[w.r]) {
-			w.r++
-			w.offset++
-		}
-		if w.r < w.w {
-			break
-		}
-		if err := w.fill(1); err != nil {
-			return nil, err
-		}
-	}
-	if w.buf[w.r] != '{' {
-		return nil, &DecodeError{Offset: w.offset, Err: fmt.Errorf("expected '{' at the start of a JSON frame, got %q", w.buf[w.r])}
-	}
-	var (
-		depth    int
-		inString bool
-		escape   bool
-		i        = w.r // scan position
-	)
-	for {
-		for ; i < w.w; i++ {
-			c := w.buf[i]
-			if inString {
-				switch {
-				case escape:
-					escape = false
-				case c == '\\':
-					escape = true
-				case c == '"':
-					inString = false
-				}
-				continue
-			}
-			switch c {
-			case '"':
-				inString = true
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					frame := w.buf[w.r : i+1]
-					w.offset += int64(i + 1 - w.r)
-					w.r = i + 1
-					return frame, nil
-				}
-			}
-		}
-		scanned := i - w.r
-		if scanned >= w.max {
-			return nil, &DecodeError{Offset: w.offset, Err: fmt.Errorf("JSON frame exceeds the limit of %d bytes", w.max)}
-		}
-		oldR := w.r
-		if err := w.fill(scanned + 1); err != nil {
-			return nil, w.eofErr(err, 1)
-		}
-		i = i - oldR + w.r // the buffer may have moved
-	}
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
 var (
 	jsonTypePrefix = []byte(`{"type":"`)

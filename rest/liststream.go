@@ -1,0 +1,338 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/loom-k8s/loom/internal/intern"
+	"github.com/loom-k8s/loom/internal/jsondec"
+	"github.com/loom-k8s/loom/internal/protodec"
+)
+
+// A ListStream takes the items of a list response one at a time.
+// [Request.Do] decodes a response into a v that implements it while the
+// response arrives, so that a page of a big list (megabytes) is never held
+// whole: only one item's bytes are, and each item is decoded as a watch
+// event's object is. *client.List implements it.
+type ListStream interface {
+	// StreamMeta returns the list's type and list metadata, for Do to fill.
+	StreamMeta() (*metav1.TypeMeta, *metav1.ListMeta)
+	// NewItem returns an item to decode into: a pointer to a zero struct
+	// (a typed object, *metav1.PartialObjectMetadata) or a new
+	// *unstructured.Unstructured. The items of some lists come without
+	// apiVersion and kind; an Unstructured item is taken without them.
+	NewItem() any
+	// AddItem appends an item that NewItem returned, decoded.
+	AddItem(item any)
+}
+
+// stream is Do for a ListStream.
+func (r *Request) stream(ctx context.Context, ls ListStream) error {
+	ctx, leave, err := enterFence(ctx, r.method, r.URL().Path)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	resp, err := r.send(ctx, r.accept(ls))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	f := &frames{src: resp.Body, max: DefaultMaxFrameSize}
+	o := intern.OptionsFrom(ctx)
+	switch mt := mediaType(resp.Header.Get("Content-Type")); mt {
+	case MediaTypeProtobuf:
+		err = streamProtoList(f, ls, o)
+	case MediaTypeJSON, "":
+		err = streamJSONList(f, ls, o)
+	default:
+		err = fmt.Errorf("unsupported response content type %q", mt)
+	}
+	if err != nil {
+		return fmt.Errorf("rest: decoding response into %T: %w", ls, err)
+	}
+	return nil
+}
+
+// streamProtoList decodes a protobuf list: the envelope (a runtime.Unknown
+// after the magic bytes), whose raw field is the list, whose field 1 is
+// the ListMeta and field 2 repeats the items.
+func streamProtoList(f *frames, ls ListStream, o intern.Options) error {
+	if err := f.fill(1); errors.Is(err, io.EOF) && f.r == f.w {
+		return errors.New("empty response body")
+	}
+	magic, err := f.take(len(protoMagic))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(magic, protoMagic) {
+		return errNoMagic
+	}
+	tm, lm := ls.StreamMeta()
+	return protoStreamFields(f, -1, 4, func(num uint64, size uint64) error {
+		switch num {
+		case 1: // the type
+			b, err := f.take(int(min(size, uint64(f.max)+1)))
+			if err != nil {
+				return err
+			}
+			return protoFields(b, func(num uint64, data []byte) error {
+				switch num {
+				case 1:
+					tm.APIVersion = internString(data)
+				case 2:
+					tm.Kind = internString(data)
+				}
+				return nil
+			})
+		case 2: // the list
+			n := 0
+			return protoStreamFields(f, f.offset+int64(size), 2, func(num uint64, size uint64) error {
+				if num != 1 && num != 2 {
+					return f.discard(size)
+				}
+				b, err := f.take(int(min(size, uint64(f.max)+1)))
+				if err != nil {
+					return err
+				}
+				if num == 1 {
+					return lm.Unmarshal(b)
+				}
+				item := ls.NewItem()
+				if err := decodeProtoItem(b, item, o); err != nil {
+					return fmt.Errorf("list item %d: %w", n, err)
+				}
+				ls.AddItem(item)
+				n++
+				return nil
+			})
+		case 3: // content encoding
+			b, err := f.take(int(min(size, uint64(f.max)+1)))
+			if err != nil {
+				return err
+			}
+			if len(b) > 0 {
+				return fmt.Errorf("unsupported protobuf content encoding %q", b)
+			}
+			return nil
+		}
+		return f.discard(size)
+	})
+}
+
+// protoStreamFields reads protobuf fields from f up to the stream offset
+// end (to the end of the stream when end < 0), calling fn for each
+// length-delimited one, which must consume exactly size bytes. Fields 1 to
+// known must be length-delimited; fields of other wire types beyond them
+// are skipped.
+func protoStreamFields(f *frames, end int64, known uint64, fn func(num, size uint64) error) error {
+	for end < 0 || f.offset < end {
+		key, err := f.uvarint()
+		if err != nil {
+			if end < 0 && errors.Is(err, io.EOF) {
+				return nil
+			}
+			return f.eofErr(err, 1)
+		}
+		num, wt := key>>3, key&7
+		if num == 0 {
+			return errors.New("protobuf field number 0")
+		}
+		if num <= known && wt != 2 {
+			return fmt.Errorf("protobuf field %d has wire type %d", num, wt)
+		}
+		switch wt {
+		case 0:
+			_, err = f.uvarint()
+		case 1:
+			err = f.discard(8)
+		case 5:
+			err = f.discard(4)
+		case 2:
+			var size uint64
+			if size, err = f.uvarint(); err != nil {
+				break
+			}
+			if end >= 0 && size > uint64(end-f.offset) {
+				return errTruncated
+			}
+			start := f.offset
+			if err = fn(num, size); err == nil && uint64(f.offset-start) != size {
+				err = fmt.Errorf("protobuf field %d: %d bytes decoded of %d", num, f.offset-start, size)
+			}
+		default:
+			return fmt.Errorf("unsupported protobuf wire type %d", wt)
+		}
+		if err != nil {
+			return f.eofErr(err, 1)
+		}
+	}
+	if f.offset != end {
+		return errTruncated
+	}
+	return nil
+}
+
+// decodeProtoItem decodes one protobuf list item into item.
+func decodeProtoItem(b []byte, item any, o intern.Options) error {
+	if protodec.SupportedPointer(item) {
+		return protodec.UnmarshalWith(b, item, o)
+	}
+	pm, ok := item.(protoUnmarshaler)
+	if !ok {
+		return fmt.Errorf("%T has no protobuf form", item)
+	}
+	return pm.Unmarshal(b)
+}
+
+// streamJSONList decodes a JSON list: an object whose "items" array is
+// decoded an item at a time. Its "apiVersion", "kind" and "metadata"
+// fill the list; other keys are skipped.
+func streamJSONList(f *frames, ls ListStream, o intern.Options) error {
+	if _, err := f.peek(); errors.Is(err, io.EOF) {
+		return errors.New("empty response body")
+	}
+	if err := f.expect('{', "'{' at the start of a list"); err != nil {
+		return err
+	}
+	tm, lm := ls.StreamMeta()
+	items := false
+	for first := true; ; first = false {
+		c, err := f.peek()
+		if err != nil {
+			return f.eofErr(err, 1)
+		}
+		if first && c == '}' {
+			f.frame(f.r + 1)
+			break
+		}
+		k, err := f.jsonValue()
+		if err != nil {
+			return err
+		}
+		var key string
+		if err := json.Unmarshal(k, &key); err != nil {
+			return &DecodeError{Offset: f.offset, Err: fmt.Errorf("list object key: %w", err)}
+		}
+		if err := f.expect(':', "':' after an object key"); err != nil {
+			return err
+		}
+		if key == "items" {
+			if items {
+				return errors.New(`the list has two "items"`)
+			}
+			items = true
+			if err := streamJSONItems(f, ls, o); err != nil {
+				return err
+			}
+		} else {
+			v, err := f.jsonValue()
+			if err != nil {
+				return err
+			}
+			switch key {
+			case "apiVersion":
+				err = json.Unmarshal(v, &tm.APIVersion)
+			case "kind":
+				err = json.Unmarshal(v, &tm.Kind)
+			case "metadata":
+				err = jsondec.Decode(v, lm)
+			default:
+				if !json.Valid(v) {
+					err = errors.New("invalid JSON")
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("list %s: %w", key, err)
+			}
+		}
+		c, err = f.peek()
+		if err != nil {
+			return f.eofErr(err, 1)
+		}
+		f.frame(f.r + 1)
+		if c == '}' {
+			break
+		}
+		if c != ',' {
+			return &DecodeError{Offset: f.offset - 1, Err: fmt.Errorf("expected ',' or '}' after a list field, got %q", c)}
+		}
+	}
+	if c, err := f.peek(); err == nil {
+		return &DecodeError{Offset: f.offset, Err: fmt.Errorf("%q after the list", c)}
+	} else if !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// streamJSONItems decodes the array of a JSON list's "items", item by item.
+func streamJSONItems(f *frames, ls ListStream, o intern.Options) error {
+	c, err := f.peek()
+	if err != nil {
+		return f.eofErr(err, 1)
+	}
+	if c == 'n' {
+		v, err := f.jsonValue()
+		if err != nil {
+			return err
+		}
+		if string(v) != "null" {
+			return &DecodeError{Offset: f.offset, Err: errors.New("list items: invalid value")}
+		}
+		return nil
+	}
+	if err := f.expect('[', "'[' for the list's items"); err != nil {
+		return err
+	}
+	if c, err := f.peek(); err == nil && c == ']' {
+		f.frame(f.r + 1)
+		return nil
+	}
+	for n := 0; ; n++ {
+		v, err := f.jsonValue()
+		if err != nil {
+			return err
+		}
+		if len(v) == 0 || v[0] != '{' {
+			return fmt.Errorf("list item %d is not an object", n)
+		}
+		item := ls.NewItem()
+		if u, ok := item.(*unstructured.Unstructured); ok {
+			u.Object, err = jsondec.ObjectWith(v, o)
+		} else {
+			err = decodeJSON(v, item, o)
+		}
+		if err != nil {
+			return fmt.Errorf("list item %d: %w", n, err)
+		}
+		ls.AddItem(item)
+		c, err := f.peek()
+		if err != nil {
+			return f.eofErr(err, 1)
+		}
+		f.frame(f.r + 1)
+		if c == ']' {
+			return nil
+		}
+		if c != ',' {
+			return &DecodeError{Offset: f.offset - 1, Err: fmt.Errorf("expected ',' or ']' after a list item, got %q", c)}
+		}
+	}
+}
