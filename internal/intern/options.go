@@ -3,6 +3,7 @@ package intern
 import (
 	"context"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,27 +70,45 @@ const (
 const MinShared = 16
 
 // Stats are the lookup counts of one user of the table (an informer),
-// per field. A field is named by any comparable value a decoder chooses
-// (its own description of the field). The zero value is ready to use.
+// per [Field]. The zero value is ready to use.
 type Stats struct {
-	m sync.Map // field → *counter
+	m sync.Map // Field → *counter
 }
+
+// A Field names a field for [Stats]: by a comparable value that a decoder
+// owns and that describes the field ([FieldOf]), or by the field's name
+// ([Named]: a key of unstructured objects). Naming a field costs no
+// allocation.
+type Field struct {
+	id   any
+	name string
+}
+
+// FieldOf names a field by id, a comparable value the decoder owns (a
+// pointer to its description of the field).
+func FieldOf(id any) Field { return Field{id: id} }
+
+// Named names a field by its name.
+func Named(name string) Field { return Field{name: name} }
 
 type counter struct {
 	tries, hits atomic.Int64
 	sizer       Sizer // sizes the string blocks of the field's values decoded on a miss
 }
 
-func (s *Stats) of(field any) *counter {
+func (s *Stats) of(field Field) *counter {
 	if c, ok := s.m.Load(field); ok {
 		return c.(*counter)
 	}
+	// A name may lie in the string block of the object being decoded,
+	// which Stats must not keep alive.
+	field.name = strings.Clone(field.name)
 	c, _ := s.m.LoadOrStore(field, &counter{})
 	return c.(*counter)
 }
 
 // Sharing reports whether the values of field are still looked up.
-func (o *Options) Sharing(field any) bool {
+func (o *Options) Sharing(field Field) bool {
 	if o.Stats == nil {
 		return true
 	}
@@ -101,7 +120,7 @@ func (o *Options) Sharing(field any) bool {
 // FieldSizer returns the Sizer for the string blocks of field's values
 // that are decoded on their own (a miss in the table, decoded to be
 // put in it), or nil without Stats.
-func (o *Options) FieldSizer(field any) *Sizer {
+func (o *Options) FieldSizer(field Field) *Sizer {
 	if o.Stats == nil {
 		return nil
 	}
@@ -109,7 +128,7 @@ func (o *Options) FieldSizer(field any) *Sizer {
 }
 
 // Lookup returns k's value in the table, counting the try for field.
-func (o *Options) Lookup(field any, k Key) unsafe.Pointer {
+func (o *Options) Lookup(field Field, k Key) unsafe.Pointer {
 	v := o.Share.Get(k)
 	if o.Stats != nil {
 		c := o.Stats.of(field)

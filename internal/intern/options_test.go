@@ -34,7 +34,8 @@ func TestHoldsTime(t *testing.T) {
 func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 	tab := New()
 	type field struct{ name string }
-	unique, common := &field{"unique"}, &field{"common"}
+	// One field named by a pointer, one by a name.
+	unique, common := FieldOf(&field{"unique"}), Named("common")
 	o := Options{Share: tab, Stats: &Stats{}}
 	v := new([32]byte)
 	ck := KeyOf([]byte("common"), nil)
@@ -56,6 +57,12 @@ func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 	}
 	if none := (Options{Share: tab}); !none.Sharing(unique) {
 		t.Error("without stats a field must always be looked up")
+	}
+	// A decoder names fields by strings it decoded: naming them costs
+	// nothing once counted.
+	name := string([]byte("common"))
+	if n := testing.AllocsPerRun(100, func() { o.Sharing(Named(name)) }); n != 0 {
+		t.Errorf("%.0f allocations to ask about a named field", n)
 	}
 	runtime.KeepAlive(v)
 }

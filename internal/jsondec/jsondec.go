@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -108,7 +109,20 @@ type parser struct {
 	// parser hands it to its items.
 	sizer    *intern.Sizer
 	hasItems bool // items of a top-level list were parsed by parsers of their own
+
+	// entries holds the entries of the objects being parsed (a stack:
+	// an object's own follow those of the objects it is in), so that
+	// each map is made at its final size and never grows.
+	entries *[]entry
 }
+
+type entry struct {
+	k string
+	v any
+}
+
+// entryPool holds the parsers' entry stacks.
+var entryPool = sync.Pool{New: func() any { return new([]entry) }}
 
 // learn tells the sizer what this object kept. A list's parser, whose
 // items had parsers of their own, has nothing to teach.
@@ -239,13 +253,22 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 	if depth >= maxDepth {
 		return nil, p.errf("exceeded max depth")
 	}
+	if p.entries == nil {
+		p.entries = entryPool.Get().(*[]entry)
+		defer func() {
+			clear(*p.entries)
+			*p.entries = (*p.entries)[:0]
+			entryPool.Put(p.entries)
+			p.entries = nil
+		}()
+	}
 	p.i++ // '{'
-	m := make(map[string]interface{})
 	p.skipSpace()
 	if p.i < len(p.data) && p.data[p.i] == '}' {
 		p.i++
-		return m, nil
+		return map[string]interface{}{}, nil
 	}
+	start := len(*p.entries)
 	for {
 		p.skipSpace()
 		if p.i >= len(p.data) || p.data[p.i] != '"' {
@@ -286,10 +309,21 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 			return nil, err
 		}
 		if v != skipped {
-			m[k] = v
+			*p.entries = append(*p.entries, entry{k, v})
 		}
-		if done, err := p.objectNext(); err != nil || done {
-			return m, err
+		done, err := p.objectNext()
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			es := (*p.entries)[start:]
+			m := make(map[string]interface{}, len(es))
+			for _, e := range es {
+				m[e.k] = e.v
+			}
+			clear(es)
+			*p.entries = (*p.entries)[:start]
+			return m, nil
 		}
 	}
 }

@@ -79,7 +79,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			return errUnshare
 		}
 	}
-	if f.share != shareBlob && !p.opts.Structs || !p.opts.Sharing(f) {
+	if f.share != shareBlob && !p.opts.Structs || !p.opts.Sharing(intern.FieldOf(f)) {
 		return p.into(pl, fp, depth)
 	}
 	c := p.data[p.i]
@@ -101,7 +101,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		return p.into(pl, fp, depth)
 	}
 	k := intern.KeyOf(raw, unsafe.Pointer(pl))
-	v := p.opts.Lookup(f, k)
+	v := p.opts.Lookup(intern.FieldOf(f), k)
 	switch f.share {
 	case shareBlob:
 		if v == nil {
@@ -123,7 +123,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			// its own, so that the shared value never keeps the text of
 			// the object it was first decoded for alive.
 			h.data, h.len, h.cap = newArray(pl.elem.typ, n), 0, n
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f)}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(intern.FieldOf(f))}
 			if err := sub.slice(pl, fp, depth); err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	case sharePtr:
 		if v == nil {
 			obj := reflect.New(pl.elem.typ).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f)}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(intern.FieldOf(f))}
 			if err := sub.into(pl.elem, obj, depth); err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	default: // shareMap
 		if v == nil {
 			*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(pl.typ, n).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f)}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(intern.FieldOf(f))}
 			if err := sub.mapInto(pl, fp, depth); err != nil {
 				return err
 			}
@@ -171,7 +171,8 @@ var (
 // top level, taking it from the table when it is an object or an array
 // whose text was decoded before.
 func (p *parser) sharedValue(k string, depth int) (any, error) {
-	if p.i >= len(p.data) || p.data[p.i] != '{' && p.data[p.i] != '[' || !p.opts.Sharing(k) {
+	field := intern.Named(k)
+	if p.i >= len(p.data) || p.data[p.i] != '{' && p.data[p.i] != '[' || !p.opts.Sharing(field) {
 		return p.value(depth)
 	}
 	start := p.i
@@ -187,9 +188,9 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	sub := parser{data: raw, opts: p.opts}
 	if raw[0] == '{' {
 		key := intern.KeyOf(raw, mapType)
-		v := p.opts.Lookup(k, key)
+		v := p.opts.Lookup(field, key)
 		if v == nil {
-			sub.sizer = p.opts.FieldSizer(k)
+			sub.sizer = p.opts.FieldSizer(field)
 			m, err := sub.object(depth, "")
 			if err != nil {
 				return nil, err
@@ -200,9 +201,9 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 		return *(*map[string]any)(unsafe.Pointer(&v)), nil
 	}
 	key := intern.KeyOf(raw, sliceType)
-	v := p.opts.Lookup(k, key)
+	v := p.opts.Lookup(field, key)
 	if v == nil {
-		sub.sizer = p.opts.FieldSizer(k)
+		sub.sizer = p.opts.FieldSizer(field)
 		a, err := sub.arrayOf(depth, n) // counted by the skip above
 		if err != nil {
 			return nil, err

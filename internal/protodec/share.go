@@ -16,7 +16,7 @@ const managedFieldsNum = 17
 const minShared = intern.MinShared
 
 // sharing reports whether f's values are still looked up.
-func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(f) }
+func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(intern.FieldOf(f)) }
 
 // shared decodes the field at start (header included; data is its
 // payload, fieldLen its length with the header) from or into the table, when it is a kind that is shared: a
@@ -149,14 +149,14 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 }
 
 // lookup returns k's value in the table, counting the try for f.
-func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer { return d.opts.Lookup(f, k) }
+func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer { return d.opts.Lookup(intern.FieldOf(f), k) }
 
 // child returns a decoder for a value of f that may be shared: its
 // strings get blocks of their own, so that a shared value never keeps the
 // strings of the object it was first decoded for alive, sized by what
 // f's earlier values kept.
 func (d *decoder) child(data []byte, f *field) decoder {
-	return decoder{data: data, root: d.root, opts: d.opts, sizer: d.opts.FieldSizer(f)}
+	return decoder{data: data, root: d.root, opts: d.opts, sizer: d.opts.FieldSizer(intern.FieldOf(f))}
 }
 
 // runEnd returns how many consecutive fields numbered num start b, and
