@@ -140,6 +140,11 @@ type Informer[T client.Object] struct {
 	refl      *Reflector[T]
 	lw        ListerWatcher[T]
 
+	// reused holds the cached objects that the list being taken brought
+	// back unchanged, which were not decoded again (see cachedItem). Only
+	// the reflector's goroutine uses it.
+	reused map[any]struct{}
+
 	mutations      *mutationDetector[T] // nil when off
 	mutationPeriod time.Duration
 	onMutation     func(error)
@@ -202,6 +207,7 @@ func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) 
 		onMutation:     opts.OnMutation,
 		decode:         decodeOptions(opts.Sharing, opts.Transform != nil, opts.DropManagedFields),
 	}
+	i.decode.Cached = i.cachedItem
 	if opts.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
 		i.mutations = &mutationDetector[T]{copies: map[string]T{}}
 	}
@@ -499,12 +505,39 @@ func (w informerWriter[T]) Replace(objs []T) error {
 	return nil
 }
 
+// cachedItem is the informer's answer to a list decoder asking about an
+// item (intern.Options.Cached): the cached object under the item's key
+// when it has the item's resourceVersion. The item then need not be
+// decoded, and the relist keeps the cached object.
+func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	old, ok := i.store.Get(key)
+	if !ok || old.GetResourceVersion() != resourceVersion {
+		return nil
+	}
+	if i.reused == nil {
+		i.reused = map[any]struct{}{}
+	}
+	i.reused[any(old)] = struct{}{}
+	return old
+}
+
 // beginReplace, replaceItems and endReplace take a list in pieces (see
 // streamWriter): each piece is transformed and queued as it arrives.
-func (w informerWriter[T]) beginReplace() { w.i.fifo.beginReplace() }
+func (w informerWriter[T]) beginReplace() {
+	w.i.reused = nil
+	w.i.fifo.beginReplace()
+}
 
 func (w informerWriter[T]) replaceItems(objs []T) error {
 	for n, obj := range objs {
+		if _, ok := w.i.reused[any(obj)]; ok {
+			// Cached, and not decoded again: no transform either.
+			continue
+		}
 		// A relisted object whose resourceVersion is the cached one's is
 		// the cached object: keep that one, and let the new copy go.
 		if key, err := keyOf(w.i.store.keyFunc, obj); err == nil {
@@ -523,6 +556,7 @@ func (w informerWriter[T]) replaceItems(objs []T) error {
 }
 
 func (w informerWriter[T]) endReplace() error {
+	w.i.reused = nil
 	if err := w.i.fifo.endReplace(); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -466,6 +467,66 @@ func TestInformersAgainstAServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a relist takes unchanged objects from the cache without decoding them", func(t *testing.T) {
+		kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "relist")
+		names := []string{"a", "b", "c", "d"}
+		kubectlIn(t, env.KubeconfigPath, configMaps("relist", names, "1"), "apply", "-f", "-")
+		for _, ct := range []rest.ContentType{rest.Protobuf, rest.JSON} {
+			c := restWith(t, env.KubeconfigPath, ct)
+			clients = append(clients, c)
+			live, err := client.For[corev1.ConfigMap](c, client.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lw := &relistOnce[*corev1.ConfigMap]{ListerWatcher: cache.ListWatch(live, cache.ListWatchOptions{Namespace: "relist"}), release: make(chan struct{})}
+			var transforms atomic.Int64
+			inf := cache.NewInformer(lw, cache.InformerOptions[*corev1.ConfigMap]{
+				Reflector: cache.ReflectorOptions{Streaming: cache.StreamingOff}, // lists, and then watches
+				Transform: func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+					transforms.Add(1)
+					return cm, nil
+				},
+			})
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- inf.Start(ctx) }()
+			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+				t.Fatal(err)
+			}
+			before := map[string]*corev1.ConfigMap{}
+			for _, n := range names {
+				before[n], _ = inf.Lister().Namespace("relist").Get(n)
+			}
+			// While the informer's watch is held up, b changes; then the
+			// watch fails with 410 Gone, and the informer lists again.
+			b := before["b"].DeepCopy()
+			b.Data = map[string]string{"v": ct.String()}
+			if _, err := live.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			close(lw.release)
+			eventually(func() bool {
+				got, _ := inf.Lister().Namespace("relist").Get("b")
+				return got.Data["v"] == ct.String()
+			})
+			relisted := lw.list(1)
+			if len(relisted) != len(names) {
+				t.Fatalf("%s: the relist brought %d objects", ct, len(relisted))
+			}
+			for _, cm := range relisted {
+				if undecoded := cm == before[cm.Name]; undecoded != (cm.Name != "b") {
+					t.Errorf("%s: relisted %s is the cached object: %v", ct, cm.Name, undecoded)
+				}
+			}
+			// Transformed: the four listed first, then b's new version.
+			if n := transforms.Load(); n != int64(len(names)+1) {
+				t.Errorf("%s: %d transforms, want %d", ct, n, len(names)+1)
+			}
+			cancel()
+			<-done
+		}
+	})
+
 	f.Shutdown()
 	untransformed.Shutdown()
 	if _, err := cache.InformerFor[corev1.ConfigMap](f, cache.InformerForOptions{}); !errors.Is(err, cache.ErrFactoryShutdown) {
@@ -505,3 +566,51 @@ spec:
         type: object
         x-kubernetes-preserve-unknown-fields: true
 `
+
+// relistOnce holds up the first watch of a ListerWatcher until release is
+// closed, and then fails it with 410 Gone, which makes a reflector list
+// again. It keeps the items of each list.
+type relistOnce[T any] struct {
+	cache.ListerWatcher[T]
+	release chan struct{}
+
+	mu      sync.Mutex
+	watches int
+	lists   [][]T
+}
+
+func (l *relistOnce[T]) List(ctx context.Context, opts metav1.ListOptions) (*client.List[T], error) {
+	page, err := l.ListerWatcher.List(ctx, opts)
+	if err == nil {
+		l.mu.Lock()
+		l.lists = append(l.lists, slices.Clone(page.Items))
+		l.mu.Unlock()
+	}
+	return page, err
+}
+
+func (l *relistOnce[T]) Watch(ctx context.Context, opts metav1.ListOptions) (cache.Watch[T], error) {
+	l.mu.Lock()
+	l.watches++
+	first := l.watches == 1
+	l.mu.Unlock()
+	if !first {
+		return l.ListerWatcher.Watch(ctx, opts)
+	}
+	select {
+	case <-l.release:
+		return nil, apierrors.NewResourceExpired("held up, then expired")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// list returns the items of list n.
+func (l *relistOnce[T]) list(n int) []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n >= len(l.lists) {
+		return nil
+	}
+	return l.lists[n]
+}

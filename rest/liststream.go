@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -114,6 +115,11 @@ func streamProtoList(f *frames, ls ListStream, o intern.Options) error {
 				if num == 1 {
 					return lm.Unmarshal(b)
 				}
+				if obj := cachedItem(o, b, protoMeta); obj != nil {
+					ls.AddItem(obj)
+					n++
+					return nil
+				}
 				item := ls.NewItem()
 				if err := decodeProtoItem(b, item, o); err != nil {
 					return fmt.Errorf("list item %d: %w", n, err)
@@ -187,6 +193,50 @@ func protoStreamFields(f *frames, end int64, known uint64, fn func(num, size uin
 		return errTruncated
 	}
 	return nil
+}
+
+// cachedItem returns the object that o.Cached has for a list item, read
+// from the item's encoding b by meta, or nil.
+func cachedItem(o intern.Options, b []byte, meta func([]byte) (namespace, name, resourceVersion string, ok bool)) any {
+	if o.Cached == nil {
+		return nil
+	}
+	ns, name, rv, ok := meta(b)
+	if !ok {
+		return nil
+	}
+	return o.Cached(ns, name, rv)
+}
+
+// protoMeta returns the namespace, name and resourceVersion of a
+// protobuf-encoded object (field 1 of every object is its ObjectMeta,
+// whose fields 1, 3 and 6 they are), as views of b. ok is false when the
+// object is malformed or lacks a name or resourceVersion.
+func protoMeta(b []byte) (namespace, name, resourceVersion string, ok bool) {
+	var meta []byte
+	if protoFields(b, func(num uint64, data []byte) error {
+		if num == 1 {
+			meta = data
+		}
+		return nil
+	}) != nil || meta == nil {
+		return "", "", "", false
+	}
+	err := protoFields(meta, func(num uint64, data []byte) error {
+		if len(data) == 0 {
+			return nil
+		}
+		switch num {
+		case 1:
+			name = unsafe.String(&data[0], len(data))
+		case 3:
+			namespace = unsafe.String(&data[0], len(data))
+		case 6:
+			resourceVersion = unsafe.String(&data[0], len(data))
+		}
+		return nil
+	})
+	return namespace, name, resourceVersion, err == nil && name != "" && resourceVersion != ""
 }
 
 // decodeProtoItem decodes one protobuf list item into item.
@@ -313,16 +363,20 @@ func streamJSONItems(f *frames, ls ListStream, o intern.Options) error {
 		if len(v) == 0 || v[0] != '{' {
 			return fmt.Errorf("list item %d is not an object", n)
 		}
-		item := ls.NewItem()
-		if u, ok := item.(*unstructured.Unstructured); ok {
-			u.Object, err = jsondec.ObjectWith(v, o)
+		if obj := cachedItem(o, v, jsondec.Meta); obj != nil {
+			ls.AddItem(obj)
 		} else {
-			err = decodeJSON(v, item, o)
+			item := ls.NewItem()
+			if u, ok := item.(*unstructured.Unstructured); ok {
+				u.Object, err = jsondec.ObjectWith(v, o)
+			} else {
+				err = decodeJSON(v, item, o)
+			}
+			if err != nil {
+				return fmt.Errorf("list item %d: %w", n, err)
+			}
+			ls.AddItem(item)
 		}
-		if err != nil {
-			return fmt.Errorf("list item %d: %w", n, err)
-		}
-		ls.AddItem(item)
 		c, err := f.peek()
 		if err != nil {
 			return f.eofErr(err, 1)

@@ -280,3 +280,51 @@ func FuzzListStream(f *testing.F) {
 		}
 	})
 }
+
+// TestListStreamCached checks that an item the caller already holds, at
+// the same resourceVersion, is not decoded: the caller's object stands for
+// it. Other items are decoded as usual.
+func TestListStreamCached(t *testing.T) {
+	want := samplePodList(20)
+	want.Items[3].Namespace = "" // a cluster-scoped key
+	held := map[string]*corev1.Pod{}
+	for _, i := range []int{0, 3, 7} {
+		held[want.Items[i].Namespace+"/"+want.Items[i].Name] = want.Items[i].DeepCopy()
+	}
+	held["default/pod-0007"].ResourceVersion = "1" // changed since: decoded
+	for format, body := range map[string][]byte{"protobuf": protoListBody(t, want), "json": jsonListBody(t, want)} {
+		t.Run(format, func(t *testing.T) {
+			var asked []string
+			o := intern.Options{Cached: func(namespace, name, resourceVersion string) any {
+				asked = append(asked, strings.Clone(namespace+"/"+name+"@"+resourceVersion))
+				if p := held[namespace+"/"+name]; p != nil && p.ResourceVersion == resourceVersion {
+					return p
+				}
+				return nil
+			}}
+			got := podList()
+			f := &frames{src: &oneByteReader{r: bytes.NewReader(body)}, max: DefaultMaxFrameSize}
+			var err error
+			if format == "protobuf" {
+				err = streamProtoList(f, got, o)
+			} else {
+				err = streamJSONList(f, got, o)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(asked) != 20 || asked[3] != "/pod-0003@103" || asked[5] != "default/pod-0005@105" {
+				t.Errorf("asked about %q", asked)
+			}
+			for i := range want.Items {
+				key := want.Items[i].Namespace + "/" + want.Items[i].Name
+				if reused := got.Items[i] == held[key]; reused != (i == 0 || i == 3) {
+					t.Errorf("item %d: the held object stands for it: %v", i, reused)
+				}
+				if !equality.Semantic.DeepEqual(got.Items[i], &want.Items[i]) {
+					t.Errorf("item %d:\n got %+v\nwant %+v", i, got.Items[i], &want.Items[i])
+				}
+			}
+		})
+	}
+}

@@ -37,6 +37,14 @@ type Options struct {
 	// larger than what the objects decoded before it kept suggests (see
 	// [Sizer]). Nil: blocks start at a fixed size and grow.
 	Sizer *Sizer
+	// Cached, when set, is asked about each item of a list before the
+	// item is decoded, with the item's namespace, name and
+	// resourceVersion (views of the response: valid only during the
+	// call). When it returns an object, that object stands for the item,
+	// which is not decoded. An informer answers with the object it
+	// caches under that key, when it has that resourceVersion. Nil: every
+	// item is decoded.
+	Cached func(namespace, name, resourceVersion string) any
 }
 
 type optionsKey struct{}

@@ -149,7 +149,9 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 }
 
 // lookup returns k's value in the table, counting the try for f.
-func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer { return d.opts.Lookup(intern.FieldOf(f), k) }
+func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
+	return d.opts.Lookup(intern.FieldOf(f), k)
+}
 
 // child returns a decoder for a value of f that may be shared: its
 // strings get blocks of their own, so that a shared value never keeps the
