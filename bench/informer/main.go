@@ -26,6 +26,10 @@
 //     event and serves a second snapshot in which every Pod changed. The
 //     sampler's max is reset; the relist is done when the handler has
 //     seen every Pod's new version. peak-relist = max sample - steady.
+//     With -relist-unchanged, the relist gets the first snapshot again:
+//     the Pods that no watch event changed come back as they are cached.
+//     No handler hears of them, so the relist is done when the client
+//     watches again.
 //
 // Output is one line of key=value pairs.
 package main
@@ -56,6 +60,7 @@ func main() {
 		jsonWire   = flag.Bool("json", false, "use JSON instead of protobuf")
 		memprofile = flag.String("memprofile", "", "write an inuse heap profile after sync to this file")
 		relist     = flag.Bool("relist", true, "measure a forced relist")
+		unchanged  = flag.Bool("relist-unchanged", false, "the relist serves the first snapshot again (list mode only)")
 		share      = flag.Bool("share", false, "experiment: a Transform sharing identical parts between Pods (share.go)")
 		noShare    = flag.Bool("noshare", false, "Loom: InformerOptions.Sharing = ShareOff (the cache as before sharing)")
 		kind       = flag.String("kind", "pods", "with -record: pods, or widgets (a custom resource, JSON only)")
@@ -83,7 +88,7 @@ func main() {
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096 // fine enough to tell small allocations apart
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, share: *share, noShare: *noShare, dynamic: *dynamic})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic})
 	if err != nil {
 		fatal(err)
 	}
@@ -102,6 +107,7 @@ type runOptions struct {
 	json             bool
 	memprofile       string
 	relist           bool
+	relistUnchanged  bool
 	share            bool
 	noShare          bool
 	widgets, dynamic bool // the Widget corpus; dynamic: unstructured informers
@@ -146,6 +152,8 @@ type result struct {
 	peakSync      uint64
 	peakRelist    uint64
 	relistTime    time.Duration
+	cpuRelist     time.Duration
+	allocRelist   uint64
 	allocSync     uint64
 	gcSync        uint64
 	cpuSync       time.Duration
@@ -156,8 +164,8 @@ type result struct {
 
 func (r result) String() string {
 	per := float64(int64(r.steady)-int64(r.base)) / float64(r.pods)
-	return fmt.Sprintf("impl=%s mode=%s strip=%v share=%v pods=%d sync_ms=%.1f heap_per_pod_B=%.0f steady_MB=%.2f base_MB=%.2f peak_sync_extra_MB=%.2f peak_relist_extra_MB=%.2f relist_ms=%.1f alloc_sync_MB=%.1f gc_sync=%d cpu_sync_ms=%.0f lists=%d streams=%d refused=%d",
-		r.impl, r.mode, r.strip, r.share, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused)
+	return fmt.Sprintf("impl=%s mode=%s strip=%v share=%v pods=%d sync_ms=%.1f heap_per_pod_B=%.0f steady_MB=%.2f base_MB=%.2f peak_sync_extra_MB=%.2f peak_relist_extra_MB=%.2f relist_ms=%.1f cpu_relist_ms=%.0f alloc_relist_MB=%.1f alloc_sync_MB=%.1f gc_sync=%d cpu_sync_ms=%.0f lists=%d streams=%d refused=%d",
+		r.impl, r.mode, r.strip, r.share, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), ms(r.cpuRelist), mb(r.allocRelist), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -255,7 +263,10 @@ func run(o runOptions) (result, error) {
 	} else if o.dynamic {
 		return result{}, fmt.Errorf("-dynamic needs a Widget corpus (-record -kind widgets)")
 	}
-	srv := newServer(c, o.watchList)
+	if o.relistUnchanged && o.watchList {
+		return result{}, fmt.Errorf("-relist-unchanged measures paginated lists only")
+	}
+	srv := newServer(c, o.watchList, o.relistUnchanged)
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -322,13 +333,22 @@ func run(o runOptions) (result, error) {
 	}
 	if o.relist {
 		smp.reset()
+		_, alloc2, _ := readMetrics()
+		cpu2 := cpuTime()
 		t1 := time.Now()
 		srv.Relist()
-		if err := waitFor(ctx, "relist", func() bool { return cnt.relisted.Load() >= int64(n) }); err != nil {
+		done := func() bool { return cnt.relisted.Load() >= int64(n) }
+		if o.relistUnchanged {
+			done = func() bool { return srv.rewatch.Load() > 0 }
+		}
+		if err := waitFor(ctx, "relist", done); err != nil {
 			return res, err
 		}
 		res.relistTime = time.Since(t1)
+		res.cpuRelist = cpuTime() - cpu2
 		res.peakRelist = smp.sample()
+		_, alloc3, _ := readMetrics()
+		res.allocRelist = alloc3 - alloc2
 	}
 	st := srv.stats()
 	res.serverLists, res.serverStreams, res.refused = st.Lists, st.Streamed, st.Refused

@@ -10,7 +10,9 @@ package main
 //   - A watch from the list's resourceVersion gets the recorded events.
 //   - Every watch is then held open until the client goes, or until
 //     Relist is called: the held watch then gets an ERROR event with a 410
-//     Expired Status, which makes any client relist.
+//     Expired Status, which makes any client relist. The relist gets the
+//     second snapshot, in which every Pod changed; with sameRelist, the
+//     first one again.
 
 import (
 	"net/http"
@@ -26,9 +28,10 @@ import (
 )
 
 type server struct {
-	c         *corpus
-	watchList bool
-	srv       *httptest.Server
+	c          *corpus
+	watchList  bool
+	sameRelist bool // the relist serves the first snapshot again
+	srv        *httptest.Server
 
 	relist chan struct{}
 
@@ -39,17 +42,18 @@ type server struct {
 	refused  int // streaming lists refused
 	gone     atomic.Int64
 	phase    atomic.Int32 // 1 once Relist was called: serve the second snapshot
+	rewatch  atomic.Int64 // watches started after Relist: the relist is done
 }
 
 func (s *server) suffix() string {
-	if s.phase.Load() == 1 {
+	if s.phase.Load() == 1 && !s.sameRelist {
 		return "-relist"
 	}
 	return ""
 }
 
-func newServer(c *corpus, watchList bool) *server {
-	s := &server{c: c, watchList: watchList, relist: make(chan struct{})}
+func newServer(c *corpus, watchList, sameRelist bool) *server {
+	s := &server{c: c, watchList: watchList, sameRelist: sameRelist, relist: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -129,6 +133,9 @@ func (s *server) serveWatch(w http.ResponseWriter, r *http.Request, media string
 		s.streamed++
 	}
 	s.mu.Unlock()
+	if s.phase.Load() == 1 {
+		s.rewatch.Add(1)
+	}
 	ct := media
 	if media == mediaProtobuf {
 		ct += ";stream=watch"
