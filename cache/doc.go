@@ -106,7 +106,10 @@
 // that only enqueues keys can be inline instead ([HandlerOptions].Inline):
 // the pop loop calls it directly, saving a goroutine hand-off per event,
 // which is how the controller package's For and Owns sources run. A relist
-// that finds an object unchanged (same resourceVersion) calls no handler.
+// that finds an object unchanged (same resourceVersion) calls no handler,
+// and keeps the cached object: a paginated list's item is then not even
+// decoded, since its namespace, name and resourceVersion are read from the
+// response first.
 //
 //	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{
 //		Transform: cache.StripManagedFields[*corev1.Pod],
