@@ -93,15 +93,7 @@ func streamProtoList(f *frames, ls ListStream, o intern.Options) error {
 			if err != nil {
 				return err
 			}
-			return protoFields(b, func(num uint64, data []byte) error {
-				switch num {
-				case 1:
-					tm.APIVersion = internString(data)
-				case 2:
-					tm.Kind = internString(data)
-				}
-				return nil
-			})
+			return parseTypeMeta(b, &tm.APIVersion, &tm.Kind)
 		case 2: // the list
 			n := 0
 			return protoStreamFields(f, f.offset+int64(size), 2, func(num uint64, size uint64) error {

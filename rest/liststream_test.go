@@ -62,6 +62,15 @@ func samplePodList(n int) *corev1.PodList {
 	return l
 }
 
+// streamList decodes the list in src, "protobuf" or "json", into l.
+func streamList(format string, src io.Reader, l ListStream, o intern.Options) error {
+	f := &frames{src: src, max: DefaultMaxFrameSize}
+	if format == "protobuf" {
+		return streamProtoList(f, l, o)
+	}
+	return streamJSONList(f, l, o)
+}
+
 func protoListBody(t testing.TB, l *corev1.PodList) []byte {
 	return protoObject(t, "v1", "PodList", l)
 }
@@ -89,14 +98,7 @@ func TestListStreamDecodes(t *testing.T) {
 						src = &oneByteReader{r: src}
 					}
 					got := podList()
-					f := &frames{src: src, max: DefaultMaxFrameSize}
-					var err error
-					if format == "protobuf" {
-						err = streamProtoList(f, got, o)
-					} else {
-						err = streamJSONList(f, got, o)
-					}
-					if err != nil {
+					if err := streamList(format, src, got, o); err != nil {
 						t.Fatal(err)
 					}
 					if got.TypeMeta != want.TypeMeta || got.ResourceVersion != "4242" || got.Continue != "next-page" || len(got.Items) != len(want.Items) {
@@ -303,14 +305,7 @@ func TestListStreamCached(t *testing.T) {
 				return nil
 			}}
 			got := podList()
-			f := &frames{src: &oneByteReader{r: bytes.NewReader(body)}, max: DefaultMaxFrameSize}
-			var err error
-			if format == "protobuf" {
-				err = streamProtoList(f, got, o)
-			} else {
-				err = streamJSONList(f, got, o)
-			}
-			if err != nil {
+			if err := streamList(format, &oneByteReader{r: bytes.NewReader(body)}, got, o); err != nil {
 				t.Fatal(err)
 			}
 			if len(asked) != 20 || asked[3] != "/pod-0003@103" || asked[5] != "default/pod-0005@105" {

@@ -102,15 +102,7 @@ func parseUnknown(b []byte) (unknown, error) {
 	err := protoFields(b[len(protoMagic):], func(num uint64, data []byte) error {
 		switch num {
 		case 1:
-			return protoFields(data, func(num uint64, data []byte) error {
-				switch num {
-				case 1:
-					u.apiVersion = internString(data)
-				case 2:
-					u.kind = internString(data)
-				}
-				return nil
-			})
+			return parseTypeMeta(data, &u.apiVersion, &u.kind)
 		case 2:
 			u.raw = data
 		case 3:
@@ -119,6 +111,20 @@ func parseUnknown(b []byte) (unknown, error) {
 		return nil
 	})
 	return u, err
+}
+
+// parseTypeMeta parses an envelope's runtime.TypeMeta into apiVersion
+// and kind.
+func parseTypeMeta(b []byte, apiVersion, kind *string) error {
+	return protoFields(b, func(num uint64, data []byte) error {
+		switch num {
+		case 1:
+			*apiVersion = internString(data)
+		case 2:
+			*kind = internString(data)
+		}
+		return nil
+	})
 }
 
 // parseWatchEvent parses a metav1.WatchEvent and returns its type and the
