@@ -74,6 +74,16 @@
 // Content-Type. Objects decoded from protobuf get their apiVersion and kind
 // filled in, so a protobuf and a JSON read of the same object are equal.
 //
+// # Lists
+//
+// A [ListStream] (a client.List is one) is decoded while the response
+// arrives, one item at a time, through the buffer that reads watch frames:
+// a page of a big list is never held whole. A cut-off or malformed list is
+// an error naming what was wrong, never a partial success (fuzzed). When
+// the decoder options a context carries (an informer's) know an item's
+// object already at the item's resourceVersion, read from the wire first,
+// that object stands for the item, which is not decoded.
+//
 // # Watch
 //
 // [Watch] returns a [Watcher]; its Next method returns one [Event] at a
