@@ -107,9 +107,9 @@
 // the pop loop calls it directly, saving a goroutine hand-off per event,
 // which is how the controller package's For and Owns sources run. A relist
 // that finds an object unchanged (same resourceVersion) calls no handler,
-// and keeps the cached object: a paginated list's item is then not even
-// decoded, since its namespace, name and resourceVersion are read from the
-// response first.
+// and keeps the cached object, which is then not even decoded: its
+// namespace, name and resourceVersion are read from the response first
+// (a paginated list's items, or a streaming list's ADDED events).
 //
 //	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{
 //		Transform: cache.StripManagedFields[*corev1.Pod],

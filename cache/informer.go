@@ -140,10 +140,11 @@ type Informer[T client.Object] struct {
 	refl      *Reflector[T]
 	lw        ListerWatcher[T]
 
-	// reused holds the cached objects that the list being taken brought
-	// back unchanged, which were not decoded again (see cachedItem). Only
-	// the reflector's goroutine uses it.
-	reused map[any]struct{}
+	// While a list is being taken (replacing), reused holds the cached
+	// objects it brought back unchanged, which were not decoded again
+	// (see cachedItem). Only the reflector's goroutine uses them.
+	replacing bool
+	reused    map[any]struct{}
 
 	mutations      *mutationDetector[T] // nil when off
 	mutationPeriod time.Duration
@@ -483,6 +484,9 @@ func (w informerWriter[T]) Update(obj T) error { return w.write(w.i.fifo.Update,
 func (w informerWriter[T]) Delete(obj T) error { return w.write(w.i.fifo.Delete, obj) }
 
 func (w informerWriter[T]) write(to func(T) error, obj T) error {
+	if _, ok := w.i.reused[any(obj)]; ok {
+		return to(obj) // cached, and not decoded again: transformed already
+	}
 	obj, err := w.i.transformed(obj)
 	if err != nil {
 		return err
@@ -510,6 +514,9 @@ func (w informerWriter[T]) Replace(objs []T) error {
 // when it has the item's resourceVersion. The item then need not be
 // decoded, and the relist keeps the cached object.
 func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
+	if !i.replacing {
+		return nil // a watch event: never one the cache holds
+	}
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
@@ -528,7 +535,7 @@ func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
 // beginReplace, replaceItems and endReplace take a list in pieces (see
 // streamWriter): each piece is transformed and queued as it arrives.
 func (w informerWriter[T]) beginReplace() {
-	w.i.reused = nil
+	w.i.replacing, w.i.reused = true, nil
 	w.i.fifo.beginReplace()
 }
 
@@ -556,7 +563,7 @@ func (w informerWriter[T]) replaceItems(objs []T) error {
 }
 
 func (w informerWriter[T]) endReplace() error {
-	w.i.reused = nil
+	w.i.replacing, w.i.reused = false, nil
 	if err := w.i.fifo.endReplace(); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
@@ -471,17 +472,25 @@ func TestInformersAgainstAServer(t *testing.T) {
 		kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "relist")
 		names := []string{"a", "b", "c", "d"}
 		kubectlIn(t, env.KubeconfigPath, configMaps("relist", names, "1"), "apply", "-f", "-")
-		for _, ct := range []rest.ContentType{rest.Protobuf, rest.JSON} {
+		for _, tc := range []struct {
+			ct        rest.ContentType
+			streaming bool
+		}{{rest.Protobuf, false}, {rest.JSON, false}, {rest.Protobuf, true}, {rest.JSON, true}} {
+			ct := tc.ct
 			c := restWith(t, env.KubeconfigPath, ct)
 			clients = append(clients, c)
 			live, err := client.For[corev1.ConfigMap](c, client.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			lw := &relistOnce[*corev1.ConfigMap]{ListerWatcher: cache.ListWatch(live, cache.ListWatchOptions{Namespace: "relist"}), release: make(chan struct{})}
+			lw := &relistOnce[*corev1.ConfigMap]{ListerWatcher: cache.ListWatch(live, cache.ListWatchOptions{Namespace: "relist"}), release: make(chan struct{}), streaming: tc.streaming}
+			ro := cache.ReflectorOptions{Streaming: cache.StreamingOff} // lists, and then watches
+			if tc.streaming {
+				ro.Streaming = cache.StreamingAuto // a streaming list, which goes on as the watch
+			}
 			var transforms atomic.Int64
 			inf := cache.NewInformer(lw, cache.InformerOptions[*corev1.ConfigMap]{
-				Reflector: cache.ReflectorOptions{Streaming: cache.StreamingOff}, // lists, and then watches
+				Reflector: ro,
 				Transform: func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 					transforms.Add(1)
 					return cm, nil
@@ -490,40 +499,50 @@ func TestInformersAgainstAServer(t *testing.T) {
 			ctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- inf.Start(ctx) }()
+			stop := func() { cancel(); <-done }
 			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+				stop()
 				t.Fatal(err)
 			}
 			before := map[string]*corev1.ConfigMap{}
 			for _, n := range names {
 				before[n], _ = inf.Lister().Namespace("relist").Get(n)
 			}
-			// While the informer's watch is held up, b changes; then the
-			// watch fails with 410 Gone, and the informer lists again.
+			// b changes, and the informer hears of it only by listing
+			// again: a held-up watch fails with 410 Gone once released
+			// (so b changes first); a streaming list's watch gets a 410
+			// instead of the next event, b's change (so release first).
 			b := before["b"].DeepCopy()
-			b.Data = map[string]string{"v": ct.String()}
+			b.Data = map[string]string{"v": fmt.Sprint(ct, tc.streaming)}
+			if tc.streaming {
+				close(lw.release)
+			}
 			if _, err := live.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				stop()
 				t.Fatal(err)
 			}
-			close(lw.release)
+			if !tc.streaming {
+				close(lw.release)
+			}
 			eventually(func() bool {
 				got, _ := inf.Lister().Namespace("relist").Get("b")
-				return got.Data["v"] == ct.String()
+				return got.Data["v"] == fmt.Sprint(ct, tc.streaming)
 			})
 			relisted := lw.list(1)
 			if len(relisted) != len(names) {
-				t.Fatalf("%s: the relist brought %d objects", ct, len(relisted))
+				stop()
+				t.Fatalf("%s, streaming %v: the relist brought %d objects", ct, tc.streaming, len(relisted))
 			}
 			for _, cm := range relisted {
 				if undecoded := cm == before[cm.Name]; undecoded != (cm.Name != "b") {
-					t.Errorf("%s: relisted %s is the cached object: %v", ct, cm.Name, undecoded)
+					t.Errorf("%s, streaming %v: relisted %s is the cached object: %v", ct, tc.streaming, cm.Name, undecoded)
 				}
 			}
 			// Transformed: the four listed first, then b's new version.
 			if n := transforms.Load(); n != int64(len(names)+1) {
-				t.Errorf("%s: %d transforms, want %d", ct, n, len(names)+1)
+				t.Errorf("%s, streaming %v: %d transforms, want %d", ct, tc.streaming, n, len(names)+1)
 			}
-			cancel()
-			<-done
+			stop()
 		}
 	})
 
@@ -567,15 +586,20 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 `
 
-// relistOnce holds up the first watch of a ListerWatcher until release is
-// closed, and then fails it with 410 Gone, which makes a reflector list
-// again. It keeps the items of each list.
+// relistOnce makes a reflector list again once release is closed. With
+// paginated lists it holds up the first watch until then, and fails it
+// with 410 Gone. With streaming, where a list goes on as the watch, the
+// first event after release becomes a 410 ERROR event. It keeps the items
+// of each list: a paginated list's, or the ADDED events of a streaming
+// one.
 type relistOnce[T any] struct {
 	cache.ListerWatcher[T]
-	release chan struct{}
+	release   chan struct{}
+	streaming bool
 
 	mu      sync.Mutex
 	watches int
+	expired bool // the 410 was sent
 	lists   [][]T
 }
 
@@ -592,17 +616,56 @@ func (l *relistOnce[T]) List(ctx context.Context, opts metav1.ListOptions) (*cli
 func (l *relistOnce[T]) Watch(ctx context.Context, opts metav1.ListOptions) (cache.Watch[T], error) {
 	l.mu.Lock()
 	l.watches++
-	first := l.watches == 1
+	n := l.watches
 	l.mu.Unlock()
-	if !first {
-		return l.ListerWatcher.Watch(ctx, opts)
+	if n == 1 && !l.streaming {
+		select {
+		case <-l.release:
+			return nil, apierrors.NewResourceExpired("held up, then expired")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+	w, err := l.ListerWatcher.Watch(ctx, opts)
+	if err != nil || !l.streaming {
+		return w, err
+	}
+	list := -1 // the list this watch streams, if it does
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		l.mu.Lock()
+		l.lists = append(l.lists, nil)
+		list = len(l.lists) - 1
+		l.mu.Unlock()
+	}
+	return &heldWatch[T]{Watch: w, l: l, list: list}, nil
+}
+
+// heldWatch is a watch of a streaming relistOnce.
+type heldWatch[T any] struct {
+	cache.Watch[T]
+	l    *relistOnce[T]
+	list int
+}
+
+func (h *heldWatch[T]) Next() (rest.Event[T], error) {
+	ev, err := h.Watch.Next()
+	if err != nil {
+		return ev, err
+	}
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
 	select {
-	case <-l.release:
-		return nil, apierrors.NewResourceExpired("held up, then expired")
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case <-h.l.release:
+		if !h.l.expired {
+			h.l.expired = true
+			return rest.Event[T]{Type: watch.Error, Status: &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "held up, then expired"}}, nil
+		}
+	default:
 	}
+	if ev.Type == watch.Added && h.list >= 0 {
+		h.l.lists[h.list] = append(h.l.lists[h.list], ev.Object)
+	}
+	return ev, nil
 }
 
 // list returns the items of list n.

@@ -80,10 +80,11 @@
 // arrives, one item at a time, through the buffer that reads watch frames:
 // a page of a big list is never held whole. A malformed list, or one cut
 // off within its items, is an error naming what was wrong; it never panics
-// (fuzzed). When
-// the decoder options a context carries (an informer's) know an item's
-// object already at the item's resourceVersion, read from the wire first,
-// that object stands for the item, which is not decoded.
+// (fuzzed). When the decoder options a context carries (an informer's)
+// know an item's object already at the item's resourceVersion, read from
+// the wire first, that object stands for the item, which is not decoded. A
+// watch asks the same about each ADDED event's object, which is how a
+// streaming list (WatchList) arrives.
 //
 // # Watch
 //

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/loom-k8s/loom/internal/intern"
+	"github.com/loom-k8s/loom/internal/jsondec"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -166,6 +167,12 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 	ev.Type = watch.EventType(typ)
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+		if ev.Type == watch.Added {
+			if o, ok := w.cached(obj); ok {
+				ev.Object = o
+				return ev, nil
+			}
+		}
 		o := w.newObj()
 		if err := w.decodeObject(obj, any(o)); err != nil {
 			return Event[PT]{}, &DecodeError{Offset: start, Err: fmt.Errorf("%s event: %w", typ, err)}
@@ -181,6 +188,30 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 		return Event[PT]{}, &DecodeError{Offset: start, Err: fmt.Errorf("unknown event type %q", typ)}
 	}
 	return ev, nil
+}
+
+// cached returns the object that the decoder options of the watch's
+// context already hold for an ADDED event's object (see
+// intern.Options.Cached: an informer's, during a streaming list), which
+// then need not be decoded.
+func (w *Watcher[PT]) cached(obj []byte) (PT, bool) {
+	var zero PT
+	o := intern.OptionsFrom(w.ctx)
+	if o.Cached == nil {
+		return zero, false
+	}
+	var got any
+	if w.proto {
+		env, err := parseUnknown(obj)
+		if err != nil || env.contentEncoding != "" {
+			return zero, false
+		}
+		got = cachedItem(o, env.raw, protoMeta)
+	} else {
+		got = cachedItem(o, obj, jsondec.Meta)
+	}
+	p, ok := got.(PT)
+	return p, ok
 }
 
 func (w *Watcher[PT]) decodeObject(obj []byte, v any) error {

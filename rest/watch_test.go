@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/loom-k8s/loom/internal/intern"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -298,3 +300,54 @@ func TestWatchOverHTTP(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestWatcherCached checks that an ADDED event whose object the decoder
+// options already hold, at the same resourceVersion, is not decoded: the
+// held object is the event's. Other events are decoded and not asked about.
+func TestWatcherCached(t *testing.T) {
+	held := testPod("a", "1")
+	events := []testEvent{
+		{"ADDED", testPod("a", "1")},    // held: not decoded
+		{"ADDED", testPod("b", "1")},    // not held
+		{"MODIFIED", testPod("a", "1")}, // not an ADDED: decoded
+		{"ADDED", testPod("a", "2")},    // held at another version
+	}
+	for _, tc := range []struct {
+		name, ctype string
+		stream      []byte
+	}{
+		{"json", "application/json", jsonStream(t, events...)},
+		{"protobuf", protoWatchType, protoStream(t, events...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked []string
+			o := intern.Options{Cached: func(namespace, name, resourceVersion string) any {
+				asked = append(asked, namespace+"/"+name+"@"+resourceVersion)
+				if namespace == held.Namespace && name == held.Name && resourceVersion == held.ResourceVersion {
+					return held
+				}
+				return nil
+			}}
+			w, err := NewWatcher[corev1.Pod](io.NopCloser(bytes.NewReader(tc.stream)), tc.ctype)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.ctx = intern.WithOptions(t.Context(), o)
+			for i, want := range events {
+				ev, err := w.Next()
+				if err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				if (ev.Object == held) != (i == 0) {
+					t.Errorf("event %d: the held object is the event's: %v", i, ev.Object == held)
+				}
+				if !equality.Semantic.DeepEqual(ev.Object, want.obj) {
+					t.Errorf("event %d object differs:\n got %+v\nwant %+v", i, ev.Object, want.obj)
+				}
+			}
+			if want := []string{"default/a@1", "default/b@1", "default/a@2"}; !slices.Equal(asked, want) {
+				t.Errorf("asked about %q, want %q", asked, want)
+			}
+		})
+	}
+}

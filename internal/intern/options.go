@@ -37,8 +37,9 @@ type Options struct {
 	// larger than what the objects decoded before it kept suggests (see
 	// [Sizer]). Nil: blocks start at a fixed size and grow.
 	Sizer *Sizer
-	// Cached, when set, is asked about each item of a list before the
-	// item is decoded, with the item's namespace, name and
+	// Cached, when set, is asked about each item of a list, and each
+	// ADDED event's object (a streaming list's items), before it is
+	// decoded, with the object's namespace, name and
 	// resourceVersion (views of the response: valid only during the
 	// call). When it returns an object, that object stands for the item,
 	// which is not decoded. An informer answers with the object it
