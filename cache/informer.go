@@ -509,10 +509,11 @@ func (w informerWriter[T]) Replace(objs []T) error {
 	return nil
 }
 
-// cachedItem is the informer's answer to a list decoder asking about an
-// item (intern.Options.Cached): the cached object under the item's key
-// when it has the item's resourceVersion. The item then need not be
-// decoded, and the relist keeps the cached object.
+// cachedItem is the informer's answer to a decoder asking about a list's
+// item, or a watch's ADDED object, which is how a streaming list's items
+// come (intern.Options.Cached): while a list is being taken, the cached
+// object under the item's key when it has the item's resourceVersion. The
+// item then need not be decoded, and the relist keeps the cached object.
 func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
 	if !i.replacing {
 		return nil // a watch event: never one the cache holds
