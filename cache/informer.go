@@ -145,6 +145,7 @@ type Informer[T client.Object] struct {
 	// (see cachedItem). Only the reflector's goroutine uses them.
 	replacing bool
 	reused    map[any]struct{}
+	lookup    func(namespace, name, resourceVersion string) any // cachedItem, made once
 
 	mutations      *mutationDetector[T] // nil when off
 	mutationPeriod time.Duration
@@ -208,7 +209,8 @@ func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) 
 		onMutation:     opts.OnMutation,
 		decode:         decodeOptions(opts.Sharing, opts.Transform != nil, opts.DropManagedFields),
 	}
-	i.decode.Cached = i.cachedItem
+	i.lookup = i.cachedItem
+	i.decode.Cached = i.cacheLookup
 	if opts.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
 		i.mutations = &mutationDetector[T]{copies: map[string]T{}}
 	}
@@ -509,15 +511,23 @@ func (w informerWriter[T]) Replace(objs []T) error {
 	return nil
 }
 
-// cachedItem is the informer's answer to a decoder asking about a list's
-// item, or a watch's ADDED object, which is how a streaming list's items
-// come (intern.Options.Cached): while a list is being taken, the cached
-// object under the item's key when it has the item's resourceVersion. The
-// item then need not be decoded, and the relist keeps the cached object.
-func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
-	if !i.replacing {
-		return nil // a watch event: never one the cache holds
+// cacheLookup is the informer's intern.Options.Cached: decoders look a
+// list's items, and a watch's ADDED objects (a streaming list's items), up
+// with cachedItem while a list is being taken into a cache that holds
+// objects. Outside a list a watch event is never an object the cache
+// holds, and an empty cache holds none: the decoders then do not read
+// the key and resourceVersion from the wire at all.
+func (i *Informer[T]) cacheLookup() func(namespace, name, resourceVersion string) any {
+	if !i.replacing || i.store.Len() == 0 {
+		return nil
 	}
+	return i.lookup
+}
+
+// cachedItem returns the cached object under a list item's key when it
+// has the item's resourceVersion. The item then need not be decoded, and
+// the relist keeps the cached object.
+func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name

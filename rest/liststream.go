@@ -190,14 +190,24 @@ func protoStreamFields(f *frames, end int64, known uint64, fn func(num, size uin
 // cachedItem returns the object that o.Cached has for a list item, read
 // from the item's encoding b by meta, or nil.
 func cachedItem(o intern.Options, b []byte, meta func([]byte) (namespace, name, resourceVersion string, ok bool)) any {
-	if o.Cached == nil {
+	lookup := cacheLookup(o)
+	if lookup == nil {
 		return nil
 	}
 	ns, name, rv, ok := meta(b)
 	if !ok {
 		return nil
 	}
-	return o.Cached(ns, name, rv)
+	return lookup(ns, name, rv)
+}
+
+// cacheLookup returns o.Cached's lookup, or nil when nothing can be
+// looked up now.
+func cacheLookup(o intern.Options) func(namespace, name, resourceVersion string) any {
+	if o.Cached == nil {
+		return nil
+	}
+	return o.Cached()
 }
 
 // protoMeta returns the namespace, name and resourceVersion of a

@@ -62,6 +62,11 @@ func samplePodList(n int) *corev1.PodList {
 	return l
 }
 
+// always is an intern.Options.Cached that always looks up with lookup.
+func always(lookup func(namespace, name, resourceVersion string) any) func() func(namespace, name, resourceVersion string) any {
+	return func() func(namespace, name, resourceVersion string) any { return lookup }
+}
+
 // streamList decodes the list in src, "protobuf" or "json", into l.
 func streamList(format string, src io.Reader, l ListStream, o intern.Options) error {
 	f := &frames{src: src, max: DefaultMaxFrameSize}
@@ -297,13 +302,13 @@ func TestListStreamCached(t *testing.T) {
 	for format, body := range map[string][]byte{"protobuf": protoListBody(t, want), "json": jsonListBody(t, want)} {
 		t.Run(format, func(t *testing.T) {
 			var asked []string
-			o := intern.Options{Cached: func(namespace, name, resourceVersion string) any {
+			o := intern.Options{Cached: always(func(namespace, name, resourceVersion string) any {
 				asked = append(asked, strings.Clone(namespace+"/"+name+"@"+resourceVersion))
 				if p := held[namespace+"/"+name]; p != nil && p.ResourceVersion == resourceVersion {
 					return p
 				}
 				return nil
-			}}
+			})}
 			got := podList()
 			if err := streamList(format, &oneByteReader{r: bytes.NewReader(body)}, got, o); err != nil {
 				t.Fatal(err)

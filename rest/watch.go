@@ -197,8 +197,8 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 func (w *Watcher[PT]) cached(obj []byte) (PT, bool) {
 	var zero PT
 	o := intern.OptionsFrom(w.ctx)
-	if o.Cached == nil {
-		return zero, false
+	if cacheLookup(o) == nil {
+		return zero, false // the common case, outside a list: no parsing
 	}
 	var got any
 	if w.proto {

@@ -321,13 +321,13 @@ func TestWatcherCached(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var asked []string
-			o := intern.Options{Cached: func(namespace, name, resourceVersion string) any {
+			o := intern.Options{Cached: always(func(namespace, name, resourceVersion string) any {
 				asked = append(asked, namespace+"/"+name+"@"+resourceVersion)
 				if namespace == held.Namespace && name == held.Name && resourceVersion == held.ResourceVersion {
 					return held
 				}
 				return nil
-			}}
+			})}
 			w, err := NewWatcher[corev1.Pod](io.NopCloser(bytes.NewReader(tc.stream)), tc.ctype)
 			if err != nil {
 				t.Fatal(err)

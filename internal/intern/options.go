@@ -37,15 +37,18 @@ type Options struct {
 	// larger than what the objects decoded before it kept suggests (see
 	// [Sizer]). Nil: blocks start at a fixed size and grow.
 	Sizer *Sizer
-	// Cached, when set, is asked about each item of a list, and each
-	// ADDED event's object (a streaming list's items), before it is
-	// decoded, with the object's namespace, name and
-	// resourceVersion (views of the response: valid only during the
-	// call). When it returns an object, that object stands for the item,
-	// which is not decoded. An informer answers with the object it
-	// caches under that key, when it has that resourceVersion. Nil: every
-	// item is decoded.
-	Cached func(namespace, name, resourceVersion string) any
+	// Cached, when set, is called before each item of a list, and each
+	// ADDED event's object (a streaming list's items), is decoded. It
+	// returns nil when no object can be known (an informer's: outside a
+	// list, or with an empty cache), and the object is decoded without
+	// more ado. Otherwise it returns a lookup, which the decoder calls
+	// with the object's namespace, name and resourceVersion, read from
+	// the wire (views of the response: valid only during the call). When
+	// the lookup returns an object, that object stands for the item, which
+	// is not decoded. An informer answers with the object it caches under
+	// that key, when it has that resourceVersion. Nil: every item is
+	// decoded.
+	Cached func() func(namespace, name, resourceVersion string) any
 }
 
 type optionsKey struct{}
