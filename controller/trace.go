@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 // key.
 const maxLinks = 32
 
+// maxFree bounds the spare pendingTraces a tracer keeps for reuse.
+const maxFree = 256
+
 // tracer makes a controller's spans. A nil *tracer is off: every method
 // is then a no-op, so the controller calls them unconditionally.
 type tracer struct {
@@ -25,9 +29,15 @@ type tracer struct {
 	annotate   bool
 	eventSpans bool
 	name       string
+	// Made once, as a reconcile span needs them: its name, its options as
+	// a child (or in a context without a span), and as a new root.
+	spanName  string
+	childOpts []trace.SpanStartOption
+	rootOpts  []trace.SpanStartOption
 
 	mu      sync.Mutex
 	pending map[Request]*pendingTrace // keys queued since their last reconcile
+	free    []*pendingTrace           // spare ones, zeroed, for reuse
 }
 
 // pendingTrace is what the next reconcile of a key descends from.
@@ -46,10 +56,31 @@ type pendingTrace struct {
 func (t *tracer) pendingLocked(k Request) *pendingTrace {
 	p := t.pending[k]
 	if p == nil {
-		p = &pendingTrace{}
+		if n := len(t.free); n > 0 {
+			p, t.free = t.free[n-1], t.free[:n-1]
+		} else {
+			p = &pendingTrace{}
+		}
 		t.pending[k] = p
 	}
 	return p
+}
+
+// takeLocked removes what the next reconcile of k descends from and
+// returns a copy (the zero value when no event queued k). t.mu must be
+// held.
+func (t *tracer) takeLocked(k Request) pendingTrace {
+	p := t.pending[k]
+	if p == nil {
+		return pendingTrace{}
+	}
+	delete(t.pending, k)
+	q := *p
+	if len(t.free) < maxFree {
+		*p = pendingTrace{}
+		t.free = append(t.free, p)
+	}
+	return q
 }
 
 // note counts an event that queued the key.
@@ -66,7 +97,17 @@ func newTracer(opts tracing.Options, name string) *tracer {
 	if t == nil {
 		return nil
 	}
-	return &tracer{t: t, annotate: opts.Annotate, eventSpans: opts.EventSpans, name: name, pending: map[Request]*pendingTrace{}}
+	// Only the controller's name is given at the start, for samplers that
+	// choose by it; the other attributes are set once, at the end, which
+	// spares the SDK copying and growing them twice.
+	attrs := trace.WithAttributes(attribute.String("loom.controller", name))
+	return &tracer{
+		t: t, annotate: opts.Annotate, eventSpans: opts.EventSpans, name: name,
+		spanName:  "reconcile " + name,
+		childOpts: []trace.SpanStartOption{attrs},
+		rootOpts:  []trace.SpanStartOption{trace.WithNewRoot(), attrs},
+		pending:   map[Request]*pendingTrace{},
+	}
 }
 
 // event records a watch event that queues keys. remote is the trace the
@@ -135,52 +176,62 @@ func (t *tracer) stamped(obj, old client.Object) trace.SpanContext {
 	return sc
 }
 
+// reconcileSpan is a reconcile's span, with what queued its key.
+type reconcileSpan struct {
+	span   trace.Span
+	events int           // the events that queued the key
+	op     string        // the latest one's operation
+	wait   time.Duration // from the first one to the reconcile's start
+}
+
 // start starts the span of a reconcile of req: a child of the latest event
 // span that queued it (or a new trace), linked to the other event spans and
-// to a requeuing reconcile, with what queued it as attributes.
-func (t *tracer) start(ctx context.Context, req Request) (context.Context, trace.Span) {
+// to a requeuing reconcile.
+func (t *tracer) start(ctx context.Context, req Request) (context.Context, reconcileSpan) {
 	if t == nil {
-		return ctx, nil
+		return ctx, reconcileSpan{}
 	}
 	now := time.Now()
 	t.mu.Lock()
-	p := t.pending[req]
-	delete(t.pending, req)
+	p := t.takeLocked(req)
 	t.mu.Unlock()
-	opts := make([]trace.SpanStartOption, 0, 3)
-	attrs := make([]attribute.KeyValue, 2, 5)
-	attrs[0] = attribute.String("loom.controller", t.name)
-	attrs[1] = attribute.String("loom.key", req.String())
-	if p != nil {
-		if p.parent.IsValid() {
-			ctx = trace.ContextWithSpanContext(ctx, p.parent)
-		} else {
-			opts = append(opts, trace.WithNewRoot())
-		}
-		if len(p.links) > 0 {
-			opts = append(opts, trace.WithLinks(p.links...))
-		}
-		if p.events > 0 {
-			attrs = append(attrs, attribute.String("loom.event", p.op), attribute.Int64("loom.event.wait_us", now.Sub(p.first).Microseconds()))
-			if p.events > 1 {
-				attrs = append(attrs, attribute.Int("loom.event.count", p.events))
-			}
-		}
-	} else {
-		opts = append(opts, trace.WithNewRoot())
+	opts := t.childOpts
+	switch {
+	case p.parent.IsValid():
+		ctx = trace.ContextWithSpanContext(ctx, p.parent)
+	case trace.SpanContextFromContext(ctx).IsValid():
+		// The controller was started under a span: the reconcile is not
+		// part of that trace.
+		opts = t.rootOpts
 	}
-	opts = append(opts, trace.WithAttributes(attrs...))
-	return t.t.Start(ctx, "reconcile "+t.name, opts...)
+	if len(p.links) > 0 {
+		opts = append(slices.Clip(opts), trace.WithLinks(p.links...))
+	}
+	ctx, span := t.t.Start(ctx, t.spanName, opts...)
+	rs := reconcileSpan{span: span, events: p.events, op: p.op}
+	if p.events > 0 {
+		rs.wait = now.Sub(p.first)
+	}
+	return ctx, rs
 }
 
-// end ends a reconcile's span with its outcome. requeued says the key is
-// queued again without a change (an error or RequeueAfter): the next
-// reconcile links back to this one.
-func (t *tracer) end(span trace.Span, req Request, outcome string, res Result, err error, requeued bool) {
+// end ends a reconcile's span with its attributes and outcome. requeued
+// says the key is queued again without a change (an error or
+// RequeueAfter): the next reconcile links back to this one.
+func (t *tracer) end(rs reconcileSpan, req Request, outcome string, res Result, err error, requeued bool) {
 	if t == nil {
 		return
 	}
-	attrs := []attribute.KeyValue{attribute.String("loom.result", outcome)}
+	span := rs.span
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs, attribute.String("loom.key", req.String()))
+	if rs.events > 0 {
+		attrs = append(attrs, attribute.String("loom.event", rs.op), attribute.Int64("loom.event.wait_us", rs.wait.Microseconds()))
+		if rs.events > 1 {
+			attrs = append(attrs, attribute.Int("loom.event.count", rs.events))
+		}
+	}
+	attrs = append(attrs, attribute.String("loom.result", outcome))
 	if res.RequeueAfter > 0 {
 		attrs = append(attrs, attribute.String("loom.requeue_after", res.RequeueAfter.String()))
 	}
