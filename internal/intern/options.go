@@ -84,21 +84,25 @@ const MinShared = 16
 // Stats are the lookup counts of one user of the table (an informer),
 // per [Field]. The zero value is ready to use.
 type Stats struct {
-	m sync.Map // Field → *counter
+	mu    sync.Mutex
+	slots atomic.Pointer[[]*counter] // by Field.slot; replaced, never changed, under mu
+	named sync.Map                   // name → *counter
 }
 
-// A Field names a field for [Stats]: by a comparable value that a decoder
-// owns and that describes the field ([FieldOf]), or by the field's name
-// ([Named]: a key of unstructured objects). Naming a field costs no
-// allocation.
+// A Field names a field for [Stats]: by a number a decoder took for its
+// description of the field ([NewField]), or by the field's name ([Named]:
+// a key of unstructured objects). Naming a field costs no allocation, and
+// counting a numbered one no map lookup.
 type Field struct {
-	id   any
+	slot int32 // > 0 for a NewField
 	name string
 }
 
-// FieldOf names a field by id, a comparable value the decoder owns (a
-// pointer to its description of the field).
-func FieldOf(id any) Field { return Field{id: id} }
+var lastSlot atomic.Int32
+
+// NewField returns a new numbered Field. A decoder takes one per field it
+// describes, once: the numbers are never given back.
+func NewField() Field { return Field{slot: lastSlot.Add(1)} }
 
 // Named names a field by its name.
 func Named(name string) Field { return Field{name: name} }
@@ -109,14 +113,45 @@ type counter struct {
 }
 
 func (s *Stats) of(field Field) *counter {
-	if c, ok := s.m.Load(field); ok {
+	if field.slot > 0 {
+		if p := s.slots.Load(); p != nil && int(field.slot) < len(*p) {
+			if c := (*p)[field.slot]; c != nil {
+				return c
+			}
+		}
+		return s.newSlot(int(field.slot))
+	}
+	if c, ok := s.named.Load(field.name); ok {
 		return c.(*counter)
 	}
 	// A name may lie in the string block of the object being decoded,
 	// which Stats must not keep alive.
-	field.name = strings.Clone(field.name)
-	c, _ := s.m.LoadOrStore(field, &counter{})
+	c, _ := s.named.LoadOrStore(strings.Clone(field.name), &counter{})
 	return c.(*counter)
+}
+
+// newSlot returns the counter of a numbered field first met, adding it to
+// a copy of s.slots.
+func (s *Stats) newSlot(slot int) *counter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cur []*counter
+	if p := s.slots.Load(); p != nil {
+		cur = *p
+	}
+	if slot < len(cur) && cur[slot] != nil {
+		return cur[slot]
+	}
+	n := len(cur)
+	if slot >= n {
+		n = max(slot+1, 2*n)
+	}
+	next := make([]*counter, n)
+	copy(next, cur)
+	c := &counter{}
+	next[slot] = c
+	s.slots.Store(&next)
+	return c
 }
 
 // Sharing reports whether the values of field are still looked up.

@@ -33,9 +33,8 @@ func TestHoldsTime(t *testing.T) {
 
 func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 	tab := New()
-	type field struct{ name string }
-	// One field named by a pointer, one by a name.
-	unique, common := FieldOf(&field{"unique"}), Named("common")
+	// One numbered field, one named.
+	unique, common := NewField(), Named("common")
 	o := Options{Share: tab, Stats: &Stats{}}
 	v := new([32]byte)
 	ck := KeyOf([]byte("common"), nil)
@@ -63,6 +62,24 @@ func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 	name := string([]byte("common"))
 	if n := testing.AllocsPerRun(100, func() { o.Sharing(Named(name)) }); n != 0 {
 		t.Errorf("%.0f allocations to ask about a named field", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { o.Sharing(unique) }); n != 0 {
+		t.Errorf("%.0f allocations to ask about a numbered field", n)
+	}
+	// Numbered fields met in any order each keep their own counts.
+	fields := make([]Field, 100)
+	for i := range fields {
+		fields[i] = NewField()
+	}
+	s := &Stats{}
+	for i := len(fields) - 1; i >= 0; i-- {
+		c := s.of(fields[i])
+		c.tries.Add(int64(i))
+	}
+	for i, f := range fields {
+		if got := s.of(f).tries.Load(); got != int64(i) {
+			t.Fatalf("field %d: %d tries, want %d", i, got, i)
+		}
 	}
 	runtime.KeepAlive(v)
 }

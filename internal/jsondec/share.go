@@ -79,7 +79,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			return errUnshare
 		}
 	}
-	if f.share != shareBlob && !p.opts.Structs || !p.opts.Sharing(intern.FieldOf(f)) {
+	if f.share != shareBlob && !p.opts.Structs || !p.opts.Sharing(f.stat) {
 		return p.into(pl, fp, depth)
 	}
 	c := p.data[p.i]
@@ -101,7 +101,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		return p.into(pl, fp, depth)
 	}
 	k := intern.KeyOf(raw, unsafe.Pointer(pl))
-	v := p.opts.Lookup(intern.FieldOf(f), k)
+	v := p.opts.Lookup(f.stat, k)
 	switch f.share {
 	case shareBlob:
 		if v == nil {
@@ -123,7 +123,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			// its own, so that the shared value never keeps the text of
 			// the object it was first decoded for alive.
 			h.data, h.len, h.cap = newArray(pl.elem.typ, n), 0, n
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(intern.FieldOf(f))}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat)}
 			if err := sub.slice(pl, fp, depth); err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	case sharePtr:
 		if v == nil {
 			obj := reflect.New(pl.elem.typ).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(intern.FieldOf(f))}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat)}
 			if err := sub.into(pl.elem, obj, depth); err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	default: // shareMap
 		if v == nil {
 			*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(pl.typ, n).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(intern.FieldOf(f))}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat)}
 			if err := sub.mapInto(pl, fp, depth); err != nil {
 				return err
 			}

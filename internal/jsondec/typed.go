@@ -69,7 +69,8 @@ type tplan struct {
 type tfield struct {
 	off   uintptr
 	plan  *tplan
-	share shareKind // how the field's values are shared (share.go)
+	share shareKind    // how the field's values are shared (share.go)
+	stat  intern.Field // names the field for the table's lookup counts
 }
 
 var tplans sync.Map // reflect.Type → *tplan
@@ -241,7 +242,7 @@ func addFields(p *tplan, t reflect.Type, building map[reflect.Type]*tplan) error
 				continue // a shallower field wins
 			}
 			depth[name] = cur.depth
-			p.fields[name] = &tfield{off: cur.off + sf.Offset, plan: tbuild(sf.Type, building)}
+			p.fields[name] = &tfield{off: cur.off + sf.Offset, plan: tbuild(sf.Type, building), stat: intern.NewField()}
 		}
 	}
 	return nil

@@ -65,6 +65,10 @@ type field struct {
 	valSub *plan
 	custom customKind
 	timed  bool // elem holds a time: never shared
+	// shareable: a kind that shared may take from the table (a string or
+	// quantity map, a repeated message, a pointer to a message).
+	shareable bool
+	stat      intern.Field // names the field for the table's lookup counts
 }
 
 type customKind uint8
@@ -150,6 +154,8 @@ func build(t reflect.Type, building map[reflect.Type]*plan) *plan {
 			p.failed = fmt.Errorf("protodec: %v.%s: %w", t, sf.Name, err)
 			return p
 		}
+		f.shareable = f.isMap && (f.strMap || f.qtyMap) || f.kind == kMessage && (f.rep || f.ptr)
+		f.stat = intern.NewField()
 		for len(p.byNum) <= num {
 			p.byNum = append(p.byNum, nil)
 		}

@@ -16,7 +16,7 @@ const managedFieldsNum = 17
 const minShared = intern.MinShared
 
 // sharing reports whether f's values are still looked up.
-func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(intern.FieldOf(f)) }
+func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(f.stat) }
 
 // shared decodes the field at start (header included; data is its
 // payload, fieldLen its length with the header) from or into the table, when it is a kind that is shared: a
@@ -24,7 +24,7 @@ func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(intern.FieldOf(
 // message. It returns how many bytes of start it consumed, 0 if the
 // field is left to the plain decoder.
 func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data, start []byte, fieldLen int) (int, error) {
-	if !d.opts.Structs || f.timed || !d.sharing(f) {
+	if !d.opts.Structs || f.timed || !f.shareable || !d.sharing(f) {
 		return 0, nil
 	}
 	switch {
@@ -150,7 +150,7 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 
 // lookup returns k's value in the table, counting the try for f.
 func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
-	return d.opts.Lookup(intern.FieldOf(f), k)
+	return d.opts.Lookup(f.stat, k)
 }
 
 // child returns a decoder for a value of f that may be shared: its
@@ -158,7 +158,7 @@ func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
 // strings of the object it was first decoded for alive, sized by what
 // f's earlier values kept.
 func (d *decoder) child(data []byte, f *field) decoder {
-	return decoder{data: data, root: d.root, opts: d.opts, sizer: d.opts.FieldSizer(intern.FieldOf(f))}
+	return decoder{data: data, root: d.root, opts: d.opts, sizer: d.opts.FieldSizer(f.stat)}
 }
 
 // runEnd returns how many consecutive fields numbered num start b, and
