@@ -285,6 +285,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
+	c.tracer.flush()
 	c.log.Info("stopped")
 	return nil
 }

@@ -22,6 +22,15 @@ const maxLinks = 32
 // maxFree bounds the spare pendingTraces a tracer keeps for reuse.
 const maxFree = 256
 
+// Reconcile spans are ended together, at most endEvery after their
+// reconcile (with its time as their end), or as soon as maxEnded wait:
+// an SDK's batch span processor wakes its goroutine for each span ended,
+// which can cost as much CPU as making the span.
+const (
+	endEvery = 100 * time.Millisecond
+	maxEnded = 256
+)
+
 // tracer makes a controller's spans. A nil *tracer is off: every method
 // is then a no-op, so the controller calls them unconditionally.
 type tracer struct {
@@ -38,6 +47,17 @@ type tracer struct {
 	mu      sync.Mutex
 	pending map[Request]*pendingTrace // keys queued since their last reconcile
 	free    []*pendingTrace           // spare ones, zeroed, for reuse
+
+	endMu    sync.Mutex
+	ended    []endedSpan // reconcile spans to end
+	spare    []endedSpan // an emptied batch, for reuse
+	endTimer *time.Timer // runs flush endEvery after the first of them
+}
+
+// endedSpan is a reconcile's span, and when the reconcile ended.
+type endedSpan struct {
+	span trace.Span
+	at   time.Time
 }
 
 // pendingTrace is what the next reconcile of a key descends from.
@@ -248,5 +268,38 @@ func (t *tracer) end(rs reconcileSpan, req Request, outcome string, res Result, 
 		}
 		t.mu.Unlock()
 	}
-	span.End()
+	t.endMu.Lock()
+	t.ended = append(t.ended, endedSpan{span, time.Now()})
+	switch n := len(t.ended); {
+	case n >= maxEnded:
+		t.endMu.Unlock()
+		t.flush()
+		return
+	case n == 1 && t.endTimer == nil:
+		t.endTimer = time.AfterFunc(endEvery, t.flush)
+	case n == 1:
+		t.endTimer.Reset(endEvery)
+	}
+	t.endMu.Unlock()
+}
+
+// flush ends the reconcile spans that wait to be ended. The controller
+// calls it once more when it stops.
+func (t *tracer) flush() {
+	if t == nil {
+		return
+	}
+	t.endMu.Lock()
+	batch := t.ended
+	t.ended, t.spare = t.spare, nil
+	t.endMu.Unlock()
+	for _, e := range batch {
+		e.span.End(trace.WithTimestamp(e.at))
+	}
+	clear(batch)
+	t.endMu.Lock()
+	if t.spare == nil {
+		t.spare = batch[:0]
+	}
+	t.endMu.Unlock()
 }

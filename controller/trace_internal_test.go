@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/loom-k8s/loom/internal/spantest"
 	"github.com/loom-k8s/loom/tracing"
 )
 
@@ -43,5 +45,37 @@ func BenchmarkTracer(b *testing.B) {
 		t.event("update", objs[k], trace.SpanContext{}, keys[k])
 		_, span := t.start(ctx, keys[k][0])
 		t.end(span, keys[k][0], "success", Result{}, nil, false)
+	}
+}
+
+// TestReconcileSpansEndTogether checks that reconcile spans handed to the
+// SDK in batches keep their reconcile's end time, and that a full batch is
+// handed over at once.
+func TestReconcileSpansEndTogether(t *testing.T) {
+	tp, rec := spantest.New()
+	defer tp.Shutdown(context.Background())
+	tr := newTracer(tracing.Options{Provider: tp}, "batch")
+	req := Request{Namespace: "default", Name: "a"}
+
+	_, rs := tr.start(context.Background(), req)
+	before := time.Now()
+	tr.end(rs, req, "success", Result{}, nil, false)
+	after := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := rec.WaitFor(ctx, func(s []sdktrace.ReadOnlySpan) bool { return len(s) == 1 }); err != nil {
+		t.Fatalf("the span was not ended: %v", err)
+	}
+	if end := rec.Spans()[0].EndTime(); end.Before(before) || end.After(after) {
+		t.Errorf("the span ended at %v, not when its reconcile did (between %v and %v)", end, before, after)
+	}
+
+	rec.Reset()
+	for range maxEnded {
+		_, rs := tr.start(context.Background(), req)
+		tr.end(rs, req, "success", Result{}, nil, false)
+	}
+	if n := len(rec.Spans()); n != maxEnded {
+		t.Errorf("%d spans ended once %d waited, want all", n, maxEnded)
 	}
 }
