@@ -82,7 +82,9 @@ const (
 const MinShared = 16
 
 // Stats are the lookup counts of one user of the table (an informer),
-// per [Field]. The zero value is ready to use.
+// per [Field]. The zero value is ready to use. The counts of numbered
+// fields sit in a slice as long as the highest number met (8 bytes per
+// field the process's decoders describe).
 type Stats struct {
 	mu    sync.Mutex
 	slots atomic.Pointer[[]*counter] // by Field.slot; replaced, never changed, under mu
