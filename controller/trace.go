@@ -243,22 +243,25 @@ func (t *tracer) end(rs reconcileSpan, req Request, outcome string, res Result, 
 		return
 	}
 	span := rs.span
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, attribute.String("loom.key", req.String()))
-	if rs.events > 0 {
-		attrs = append(attrs, attribute.String("loom.event", rs.op), attribute.Int64("loom.event.wait_us", rs.wait.Microseconds()))
-		if rs.events > 1 {
-			attrs = append(attrs, attribute.Int("loom.event.count", rs.events))
+	recording := span.IsRecording() // false for a trace not sampled
+	if recording {
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs, attribute.String("loom.key", req.String()))
+		if rs.events > 0 {
+			attrs = append(attrs, attribute.String("loom.event", rs.op), attribute.Int64("loom.event.wait_us", rs.wait.Microseconds()))
+			if rs.events > 1 {
+				attrs = append(attrs, attribute.Int("loom.event.count", rs.events))
+			}
 		}
-	}
-	attrs = append(attrs, attribute.String("loom.result", outcome))
-	if res.RequeueAfter > 0 {
-		attrs = append(attrs, attribute.String("loom.requeue_after", res.RequeueAfter.String()))
-	}
-	span.SetAttributes(attrs...)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		attrs = append(attrs, attribute.String("loom.result", outcome))
+		if res.RequeueAfter > 0 {
+			attrs = append(attrs, attribute.String("loom.requeue_after", res.RequeueAfter.String()))
+		}
+		span.SetAttributes(attrs...)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
 	}
 	if requeued {
 		link := trace.Link{SpanContext: span.SpanContext(), Attributes: requeueAttrs}
@@ -267,6 +270,10 @@ func (t *tracer) end(rs reconcileSpan, req Request, outcome string, res Result, 
 			p.links = append(p.links, link)
 		}
 		t.mu.Unlock()
+	}
+	if !recording {
+		span.End() // nothing reaches a span processor
+		return
 	}
 	t.endMu.Lock()
 	t.ended = append(t.ended, endedSpan{span, time.Now()})

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -77,5 +78,18 @@ func TestReconcileSpansEndTogether(t *testing.T) {
 	}
 	if n := len(rec.Spans()); n != maxEnded {
 		t.Errorf("%d spans ended once %d waited, want all", n, maxEnded)
+	}
+
+	// A span of a trace not sampled is ended at once: nothing waits.
+	never := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	defer never.Shutdown(context.Background())
+	tr = newTracer(tracing.Options{Provider: never}, "unsampled")
+	_, rs = tr.start(context.Background(), req)
+	tr.end(rs, req, "error", Result{}, errors.New("boom"), true)
+	tr.endMu.Lock()
+	waiting := len(tr.ended)
+	tr.endMu.Unlock()
+	if waiting != 0 {
+		t.Errorf("%d unsampled spans wait to be ended", waiting)
 	}
 }
