@@ -50,7 +50,6 @@ type tracer struct {
 
 	endMu    sync.Mutex
 	ended    []endedSpan // reconcile spans to end
-	spare    []endedSpan // an emptied batch, for reuse
 	endTimer *time.Timer // runs flush endEvery after the first of them
 }
 
@@ -298,15 +297,9 @@ func (t *tracer) flush() {
 	}
 	t.endMu.Lock()
 	batch := t.ended
-	t.ended, t.spare = t.spare, nil
+	t.ended = nil
 	t.endMu.Unlock()
 	for _, e := range batch {
 		e.span.End(trace.WithTimestamp(e.at))
 	}
-	clear(batch)
-	t.endMu.Lock()
-	if t.spare == nil {
-		t.spare = batch[:0]
-	}
-	t.endMu.Unlock()
 }
