@@ -18,7 +18,7 @@
 //
 // Usage (from bench/):
 //
-//	go run ./sharding [-shelves 5000] [-rate 50] [-probes 200] [-out FILE] [-keep]
+//	go run ./sharding [-shelves 5000] [-rate 50] [-probes 200] [-out FILE] [-keep] [-apiserver-args FLAGS]
 //	go run ./sharding -overhead [-out FILE]
 //
 // -overhead measures instead the leader's extra heap for sharding (the
@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -42,6 +43,7 @@ func main() {
 	outPath := flag.String("out", "", "also append the report to this file")
 	probes := flag.Int("probes", 200, "new Shelves created in each assignment mode (the leader's watch, the webhook) after 1 -> 3")
 	overhead := flag.Bool("overhead", false, "instead of the scenario, measure the leader's extra heap for sharding with 1,000 and 10,000 objects")
+	apiArgs := flag.String("apiserver-args", "", "extra kube-apiserver flags, space-separated (such as --profiling=true)")
 	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed); the profiles sample every 4 KB")
 	flag.Parse()
 	out := io.Writer(os.Stdout)
@@ -81,7 +83,7 @@ func main() {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	opts := Options{Shelves: *shelves, UpdateRate: *rate, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out}
+	opts := Options{Shelves: *shelves, UpdateRate: *rate, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out, APIServerArgs: strings.Fields(*apiArgs)}
 	if *keep {
 		opts.MemProfileRate = 4096
 	}

@@ -98,11 +98,17 @@ func replicaMain(kubeconfig, ns, id, logPath string) error {
 		}
 	}
 	cms := manager.CachedClient[corev1.ConfigMap](mgr)
-	reconcile := func(ctx context.Context, shelf *unstructured.Unstructured) (controller.Result, error) {
+	reconcile := func(ctx context.Context, shelf *unstructured.Unstructured) (_ controller.Result, err error) {
 		key := shelf.GetNamespace() + "/" + shelf.GetName()
 		value, _, _ := unstructured.NestedString(shelf.Object, "spec", "value")
 		logf("S %d %s\n", monotonic(), key)
-		defer func() { logf("E %d %s %s\n", monotonic(), key, value) }()
+		defer func() {
+			outcome := "ok"
+			if err != nil {
+				outcome = "failed"
+			}
+			logf("E %d %s %s %s\n", monotonic(), key, value, outcome)
+		}()
 		for _, suffix := range []string{"-a", "-b"} {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: shelf.GetNamespace(), Name: shelf.GetName() + suffix}}
 			_, err := controller.CreateOrUpdate(ctx, cms, cm, func(cm *corev1.ConfigMap) error {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/rest"
@@ -43,6 +44,9 @@ type Options struct {
 	// MemProfileRate, when not 0, is the replicas' runtime.MemProfileRate
 	// (their heap profiles then tell small allocations apart).
 	MemProfileRate int
+	// APIServerArgs are extra kube-apiserver flags, such as
+	// --profiling=true to read its CPU profile during a step.
+	APIServerArgs []string
 }
 
 // replicaEnv makes a process a replica:
@@ -109,7 +113,12 @@ type run struct {
 	shelves *client.Client[*unstructured.Unstructured]
 	meta    *client.Client[*metav1.PartialObjectMetadata] // Shelves, metadata only
 	cmMeta  *client.Client[*metav1.PartialObjectMetadata]
-	mwcs    *client.Client[*admissionregistrationv1.MutatingWebhookConfiguration]
+	// shelfInf and cmInf watch the Shelves' and ConfigMaps' metadata, so
+	// that checking where every object is costs the API server little:
+	// polling lists of all 15,000 objects, back to back, took API-server
+	// time from the moves.
+	shelfInf, cmInf *cache.Informer[*metav1.PartialObjectMetadata]
+	mwcs            *client.Client[*admissionregistrationv1.MutatingWebhookConfiguration]
 
 	procs   map[string]*proc
 	offsets map[string]int64
@@ -122,6 +131,7 @@ type run struct {
 	written    map[string]string     // key -> last value written
 	last       map[string]reconciled // key -> last reconcile end
 	reconciles map[string]int        // per replica
+	failed     map[string]int        // per replica: reconciles that returned an error
 	open       map[string]int64      // replica+" "+key -> start of a reconcile in flight
 	intervals  map[string][]interval // key -> reconciles
 }
@@ -158,20 +168,23 @@ type StepReport struct {
 	MoveBound  float64 // the most that may move (adding replicas only)
 	Heaps      []Heap
 	Reconciles map[string]int // per replica, during the step
+	Failed     map[string]int // per replica, during the step: reconciles that failed
 	Unbalanced []string
 }
 
 // Run runs the scenario on a fresh control plane.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	env, err := testenv.Start(ctx, testenv.Options{})
+	env, err := testenv.Start(ctx, testenv.Options{APIServerArgs: opts.APIServerArgs})
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop()
 	r := &run{opts: opts, env: env, kubecfg: env.KubeconfigPath, procs: map[string]*proc{}, offsets: map[string]int64{},
-		written: map[string]string{}, last: map[string]reconciled{}, reconciles: map[string]int{},
+		written: map[string]string{}, last: map[string]reconciled{}, reconciles: map[string]int{}, failed: map[string]int{},
 		open: map[string]int64{}, intervals: map[string][]interval{}}
 	defer r.stopAll()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -210,6 +223,10 @@ func (r *run) setup(ctx context.Context) error {
 	r.cmMeta, _ = client.For[metav1.PartialObjectMetadata](rc, client.Options{Resource: cmRes})
 	r.cmMeta = r.cmMeta.Namespace(ns)
 	r.mwcs, _ = client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{})
+	r.shelfInf = cache.NewInformer(cache.ListWatch(r.meta, cache.ListWatchOptions{Namespace: ns}), cache.InformerOptions[*metav1.PartialObjectMetadata]{Name: "driver shelves"})
+	r.cmInf = cache.NewInformer(cache.ListWatch(r.cmMeta, cache.ListWatchOptions{Namespace: ns}), cache.InformerOptions[*metav1.PartialObjectMetadata]{Name: "driver configmaps"})
+	go func() { _ = r.shelfInf.Start(ctx) }()
+	go func() { _ = r.cmInf.Start(ctx) }()
 	for deadline := time.Now().Add(time.Minute); ; {
 		if _, err := r.shelves.List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
 			break
@@ -335,13 +352,18 @@ func (r *run) readLog(p *proc) []string {
 			r.mu.Lock()
 			r.open[p.id+" "+fs[2]] = at
 			r.mu.Unlock()
-		case len(fs) == 4 && fs[0] == "E":
+		case len(fs) == 5 && fs[0] == "E":
 			at, _ := strconv.ParseInt(fs[1], 10, 64)
 			r.mu.Lock()
-			if at > r.last[fs[2]].at {
+			// A failed reconcile is retried: only a successful one has
+			// caught up with the value it read.
+			if fs[4] == "ok" && at > r.last[fs[2]].at {
 				r.last[fs[2]] = reconciled{at: at, value: fs[3], replica: p.id}
 			}
 			r.reconciles[p.id]++
+			if fs[4] != "ok" {
+				r.failed[p.id]++
+			}
 			if start, ok := r.open[p.id+" "+fs[2]]; ok {
 				r.intervals[fs[2]] = append(r.intervals[fs[2]], interval{start, at, p.id})
 				delete(r.open, p.id+" "+fs[2])

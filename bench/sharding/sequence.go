@@ -66,7 +66,7 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 	}
 	for _, s := range steps {
 		r.mu.Lock()
-		counts := maps.Clone(r.reconciles)
+		counts, failed := maps.Clone(r.reconciles), maps.Clone(r.failed)
 		r.mu.Unlock()
 		t0 := time.Now()
 		if err := s.act(); err != nil {
@@ -100,9 +100,10 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		r.mu.Lock()
-		sr.Reconciles = map[string]int{}
+		sr.Reconciles, sr.Failed = map[string]int{}, map[string]int{}
 		for _, id := range live {
 			sr.Reconciles[id] = r.reconciles[id] - counts[id]
+			sr.Failed[id] = r.failed[id] - failed[id]
 		}
 		r.mu.Unlock()
 		fair := float64(r.opts.Shelves) / float64(len(live))
@@ -135,7 +136,7 @@ func (r *run) print(sr StepReport, base Heap) {
 	}
 	var rs []string
 	for _, id := range sr.Replicas {
-		rs = append(rs, fmt.Sprintf("%s %d", id, sr.Reconciles[id]))
+		rs = append(rs, fmt.Sprintf("%s %d (%d failed)", id, sr.Reconciles[id], sr.Failed[id]))
 	}
 	move := fmt.Sprintf("moved %.3f", sr.Moved)
 	if sr.MoveBound > 0 {
@@ -188,11 +189,10 @@ func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound 
 		why = ""
 		ok, shards := true, map[string]string{}
 		var wrong, draining, unassigned, cmWrong int
-		l, err := r.meta.ListAll(ctx, metav1.ListOptions{})
-		if err != nil {
-			ok, why = false, err.Error()
+		if !r.shelfInf.HasSynced() || !r.cmInf.HasSynced() {
+			ok, why = false, "the driver's informers have not synced"
 		} else {
-			for _, o := range l.Items {
+			for _, o := range r.shelfInf.Indexer().List() {
 				want, _ := ring.Shard(shard.Key(shelfGK, o))
 				_, drained := o.Labels[drain]
 				shards[o.Name] = o.Labels[label]
@@ -208,22 +208,17 @@ func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound 
 				}
 			}
 		}
-		cl, err := r.cmMeta.ListAll(ctx, metav1.ListOptions{})
-		if err != nil {
-			ok, why = false, err.Error()
-		} else {
-			for _, o := range cl.Items {
-				if metav1.GetControllerOf(o) == nil {
-					continue
+		for _, o := range r.cmInf.Indexer().List() {
+			if metav1.GetControllerOf(o) == nil {
+				continue
+			}
+			want, _ := ring.Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, o))
+			if o.Labels[label] != want {
+				ok = false
+				if why == "" {
+					why = fmt.Sprintf("configmap %s on %q, want %q", o.Name, o.Labels[label], want)
 				}
-				want, _ := ring.Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, o))
-				if o.Labels[label] != want {
-					ok = false
-					if why == "" {
-						why = fmt.Sprintf("configmap %s on %q, want %q", o.Name, o.Labels[label], want)
-					}
-					cmWrong++
-				}
+				cmWrong++
 			}
 		}
 		if time.Since(lastReport) >= 5*time.Second {
