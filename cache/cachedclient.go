@@ -380,6 +380,33 @@ func (c *CachedClient[T]) AddObjectHandler(h Handler[client.Object], opts Handle
 	return c.inf.AddObjectHandler(h, opts)
 }
 
+// AddObjectIndexer adds an index to the client's informer (see
+// Informer.AddObjectIndexer).
+func (c *CachedClient[T]) AddObjectIndexer(name string, fn IndexFunc[client.Object]) error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.inf.AddObjectIndexer(name, fn)
+}
+
+// ObjectsByIndex reads the client's informer by index (see
+// Informer.ObjectsByIndex).
+func (c *CachedClient[T]) ObjectsByIndex(name, value string) ([]client.Object, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.inf.ObjectsByIndex(name, value)
+}
+
+// Resource returns the resource of the client's informer (see
+// Informer.Resource).
+func (c *CachedClient[T]) Resource(ctx context.Context) (client.Resource, error) {
+	if c.err != nil {
+		return client.Resource{}, c.err
+	}
+	return c.inf.Resource(ctx)
+}
+
 var _ client.ReadWriter[*metav1.PartialObjectMetadata] = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
 
 // fresh reports whether the cached state includes the write w.

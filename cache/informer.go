@@ -269,6 +269,29 @@ func (i *Informer[T]) AddIndexer(name string, fn IndexFunc[T]) error {
 	return i.store.AddIndexers(Indexers[T]{name: fn})
 }
 
+// AddObjectIndexer is AddIndexer for code that does not know the
+// informer's object type, such as a controller indexing the objects it
+// owns by their owner: fn is called with the cached objects, as
+// client.Object.
+func (i *Informer[T]) AddObjectIndexer(name string, fn IndexFunc[client.Object]) error {
+	return i.AddIndexer(name, func(obj T) ([]string, error) { return fn(obj) })
+}
+
+// ObjectsByIndex is the Indexer's ByIndex for code that does not know the
+// informer's object type. The objects are the cached ones, shared: read
+// them, never change them.
+func (i *Informer[T]) ObjectsByIndex(name, value string) ([]client.Object, error) {
+	objs, err := i.store.ByIndex(name, value)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, len(objs))
+	for j, o := range objs {
+		out[j] = o
+	}
+	return out, nil
+}
+
 // HasSynced reports whether the cache has been filled by the first full
 // list and every object of that list has been through the cache (its
 // notifications queued to every handler). Handlers may not have

@@ -125,6 +125,11 @@ type Controller[T client.Object] struct {
 	err     error          // a construction error, returned by Start
 	started bool
 	ids     atomic.Uint64
+	owned   []ownedSource // a sharded controller's owned sources (see release)
+
+	releasing    sync.Map       // Request -> struct{}: releases in flight
+	releaseSlots chan struct{}  // bounds them (maxReleases)
+	releases     sync.WaitGroup // Start waits for them
 }
 
 // New returns a controller that reconciles the objects of type T (as in
@@ -175,6 +180,7 @@ func New[E any, T interface {
 	}
 	if opts.Shard != nil && opts.Shard.Sharded(c.kind.GroupKind()) {
 		c.shard = opts.Shard
+		c.releaseSlots = make(chan struct{}, maxReleases)
 	}
 	if err := mgr.Add(c); err != nil {
 		errs = append(errs, err)
@@ -285,6 +291,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
+	c.releases.Wait()
 	c.tracer.flush()
 	c.log.Info("stopped")
 	return nil
@@ -364,13 +371,11 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 	}
 	if c.shard != nil && c.shard.Draining(obj) {
 		// Moving to another shard: this worker holds the key, so no
-		// reconcile of it is in flight here, and none starts once it is
-		// released (it leaves this shard's cache).
-		res, err := c.primary.Resource(ctx)
-		if err != nil {
-			return Result{}, false, err
-		}
-		return Result{}, false, c.shard.Release(ctx, res, obj)
+		// reconcile of it is in flight here; none starts while the cache
+		// holds it draining, nor once it is released (it leaves this
+		// shard's cache).
+		c.releaseLater(ctx, req, obj)
+		return Result{}, false, nil
 	}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -45,6 +45,7 @@ func (c *Controller[T]) Owns(src Source, preds ...Predicate) *Controller[T] {
 		}
 		return []Request{{Namespace: c.ownerNamespace(obj), Name: ref.Name}}
 	}, preds))
+	c.fail(c.indexOwned(src))
 	return c
 }
 

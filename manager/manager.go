@@ -88,7 +88,9 @@ type Sharding struct {
 	// of other kinds hold everything. Every sharded kind that is not owned
 	// by another must have a controller in the manager, since moving one
 	// of its objects off a live replica waits for that replica's
-	// controller to release it.
+	// controller to release it. List owner kinds before the kinds they
+	// own: a controller then takes the objects it owns (controller.Owns)
+	// along when it releases their owner, and the leader leaves them to it.
 	Kinds []schema.GroupKind
 	// Identity names this replica's shard. Default: LeaderElection's
 	// Identity, or else the host name and a random suffix.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -49,9 +50,15 @@ type AssignerOptions struct {
 	// caller.
 	Members *Members
 	// Kinds are the sharded kinds. An object whose controller owner is of
-	// one of them follows its owner, and moves at once; any other object is
-	// a primary object, which must be reconciled by a sharded controller,
-	// since moving it off a live shard waits for that shard to release it.
+	// one of them follows its owner; any other object is a primary object,
+	// which must be reconciled by a sharded controller, since moving it off
+	// a live shard waits for that shard to release it. A sharded
+	// controller takes the objects it owns (see controller.Owns) along
+	// when it releases their owner; the assigner moves at once the owned
+	// objects that are left, and moves owned objects off a dead shard
+	// before their owners. List owner kinds before the kinds they own:
+	// the assigner then leaves the owned objects of a draining owner to
+	// that owner's shard.
 	Kinds []schema.GroupKind
 	// Mapper finds the kinds' resources.
 	Mapper client.Mapper
@@ -271,6 +278,17 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 	}
 	label, drain := Label(a.opts.Ring), DrainLabel(a.opts.Ring)
 	w := newWriters(a.opts.Workers)
+	// draining holds (hashes of) the UIDs of the objects on a live shard
+	// that must move: their shard takes along the objects they own that it
+	// holds, before it releases them (see Shard.Follow), so the pass leaves
+	// those alone. An owner must be listed before what it owns for this:
+	// Kinds in that order.
+	draining := map[uint64]struct{}{}
+	seed := maphash.MakeSeed()
+	// Objects that own others move off a dead shard after them, at the
+	// end of the pass, so that their new shard holds what they own by the
+	// time it reconciles them. ownerMoves holds those moves.
+	var ownerMoves []func() error
 	for _, k := range kinds {
 		perShard := map[string]int{}
 		c := k.c
@@ -285,25 +303,34 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 					continue // the watch of unassigned objects labels it
 				}
 				want, _ := ring.Shard(Key(k.gk, o))
-				_, draining := o.Labels[drain]
+				_, isDraining := o.Labels[drain]
 				if have == want {
 					continue
 				}
+				owned := ownedBySharded(o, sharded)
 				if !live[have] {
-					w.do(func() error { return a.move(ctx, k, o, have, want, draining, "dead") })
+					if owned {
+						w.do(func() error { return a.move(ctx, k, o, have, want, isDraining, "dead") })
+					} else {
+						ownerMoves = append(ownerMoves, func() error { return a.move(ctx, k, o, have, want, isDraining, "dead") })
+					}
 					continue
 				}
-				if ownedBySharded(o, sharded) {
-					// Owned objects have no reconciles of their own to
-					// hand over: they move at once. Their owner's
-					// reconcile on the old shard, if one is in flight,
-					// may miss them and fail; it is retried, and finds
-					// the owner draining.
-					w.do(func() error { return a.move(ctx, k, o, have, want, draining, "owner") })
+				if owned {
+					if _, ok := draining[maphash.String(seed, string(metav1.GetControllerOf(o).UID))]; ok {
+						pending = true // its owner's shard takes it along
+						continue
+					}
+					// The owner is where it belongs, or its controller did
+					// not take this one along: owned objects have no
+					// reconciles of their own to hand over, so it moves at
+					// once.
+					w.do(func() error { return a.move(ctx, k, o, have, want, isDraining, "owner") })
 					continue
 				}
 				pending = true
-				if !draining {
+				draining[maphash.String(seed, string(o.UID))] = struct{}{}
+				if !isDraining {
 					w.do(func() error { return a.startDrain(ctx, k, o, have) })
 				}
 			}
@@ -316,6 +343,10 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 		if a.opts.Metrics != nil {
 			a.opts.Metrics.ObserveObjects(a.opts.Ring, k.gk.String(), perShard)
 		}
+	}
+	w.wg.Wait() // what the owners own has moved
+	for _, move := range ownerMoves {
+		w.do(move)
 	}
 	return pending, w.wait()
 }

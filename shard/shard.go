@@ -25,7 +25,8 @@ type ShardOptions struct {
 	// drained object straight to its new shard instead of leaving it
 	// unassigned for the leader to label. Default nil.
 	Members *Members
-	// Metrics observes drain times. Nil means none.
+	// Metrics observes drain times, and the moves of owned objects that
+	// follow their owner (see Follow). Nil means none.
 	Metrics Metrics
 }
 
@@ -88,10 +89,8 @@ func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Obj
 	drain := DrainLabel(s.opts.Ring)
 	since := obj.GetLabels()[drain]
 	next := jsonPatchOp{Op: "remove", Path: labelPath(Label(s.opts.Ring))}
-	if s.opts.Members != nil {
-		if want, ok := s.opts.Members.Ring().Shard(Key(res.Kind.GroupKind(), obj)); ok && want != s.opts.Identity {
-			next = jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: want}
-		}
+	if want, ok := s.Next(res.Kind.GroupKind(), obj); ok {
+		next = jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: want}
 	}
 	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, next, jsonPatchOp{Op: "remove", Path: labelPath(drain)})
 	if err != nil {
@@ -99,6 +98,39 @@ func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Obj
 	}
 	if ms, perr := strconv.ParseInt(since, 10, 64); ok && perr == nil && s.opts.Metrics != nil {
 		s.opts.Metrics.ObserveDrain(s.opts.Ring, time.Since(time.UnixMilli(ms)))
+	}
+	return nil
+}
+
+// Next returns the shard that obj, an object of kind gk on this shard,
+// goes to when released: its shard on the ring now, if that is another
+// one. It reports false without ShardOptions.Members, and when obj's
+// shard on the ring is this one or there is no live shard.
+func (s *Shard) Next(gk schema.GroupKind, obj metav1.Object) (string, bool) {
+	if s.opts.Members == nil {
+		return "", false
+	}
+	want, ok := s.opts.Members.Ring().Shard(Key(gk, obj))
+	return want, ok && want != s.opts.Identity
+}
+
+// Follow moves obj, an object of res owned by an object that this shard is
+// releasing to the shard to, along with its owner, if its shard label
+// still names this shard. A controller calls it for the objects it owns
+// before it releases their owner, so that they are in the new shard's
+// cache by the time the owner is reconciled there. An object that has
+// moved on is not an error.
+func (s *Shard) Follow(ctx context.Context, res client.Resource, obj metav1.Object, to string) error {
+	c, err := s.client(res)
+	if err != nil {
+		return err
+	}
+	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: to})
+	if err != nil {
+		return fmt.Errorf("shard: move %s/%s with its owner: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	if ok && s.opts.Metrics != nil {
+		s.opts.Metrics.ObserveMove(s.opts.Ring, "owner")
 	}
 	return nil
 }
