@@ -127,8 +127,8 @@ type Controller[T client.Object] struct {
 	ids     atomic.Uint64
 	owned   []ownedSource // a sharded controller's owned sources (see release)
 
-	releasing    sync.Map       // Request -> struct{}: releases in flight
-	releaseSlots chan struct{}  // bounds them (maxReleases)
+	released     sync.Map       // Request -> resourceVersion of the cached object released
+	releaseSlots chan struct{}  // bounds the releases in flight (maxReleases)
 	releases     sync.WaitGroup // Start waits for them
 }
 
@@ -282,6 +282,9 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	}
 	c.log.Info("starting workers", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
+	if c.shard != nil {
+		wg.Go(func() { c.watchRing(ctx) })
+	}
 	for range c.opts.Workers {
 		wg.Go(func() {
 			for c.next(ctx) {
@@ -367,15 +370,22 @@ var (
 func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger) (res Result, timedOut bool, err error) {
 	obj, ok := c.primary.Lister().Namespace(req.Namespace).Get(req.Name)
 	if !ok {
+		if c.shard != nil {
+			c.released.Delete(req)
+		}
 		return Result{}, false, nil // gone: nothing to reconcile (finalizers handle cleanup)
 	}
-	if c.shard != nil && c.shard.Draining(obj) {
+	if c.shard != nil {
 		// Moving to another shard: this worker holds the key, so no
-		// reconcile of it is in flight here; none starts while the cache
-		// holds it draining, nor once it is released (it leaves this
-		// shard's cache).
-		c.releaseLater(ctx, req, obj)
-		return Result{}, false, nil
+		// reconcile of it is in flight here; none starts once it is
+		// released (see releaseLater).
+		release, skip := c.leaving(req, obj)
+		if release {
+			c.releaseLater(ctx, req, obj)
+		}
+		if release || skip {
+			return Result{}, false, nil
+		}
 	}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -48,29 +48,41 @@ func (c *Controller[T]) indexOwned(src Source) error {
 // maxReleases is the most releases a controller has in flight at once.
 const maxReleases = 16
 
+// leaving reports whether obj, a cached object of a sharded controller,
+// must be released instead of reconciled: it was released already and
+// has not changed since (the cache has not yet seen it go), the leader
+// asked for it (the drain label), or the ring gives it to another live
+// shard.
+func (c *Controller[T]) leaving(req Request, obj T) (release bool, skip bool) {
+	if rv, ok := c.released.Load(req); ok && rv == obj.GetResourceVersion() {
+		return false, true
+	}
+	if c.shard.Draining(obj) {
+		return true, false
+	}
+	_, elsewhere := c.shard.Next(c.kind.GroupKind(), obj)
+	return elsewhere, false
+}
+
 // releaseLater starts the release of obj, the cached object of req, which
-// is draining to another shard, and returns. The worker holding req, which
-// calls it, is the proof that no reconcile of req is in flight; none
-// starts later either, as long as the cache holds obj draining, until obj
-// leaves the cache. So the release need not hold a worker: a drain of
-// many objects goes as fast as the API server takes the writes, not at
+// is leaving this shard, and returns. The worker holding req, which calls
+// it, is the proof that no reconcile of req is in flight; none starts
+// later either: until obj leaves the cache, or changes, it is marked as
+// released (see leaving). So the release need not hold a worker: a drain
+// of many objects goes as fast as the API server takes the writes, not at
 // one write per worker. A failed release puts req back on the queue.
 func (c *Controller[T]) releaseLater(ctx context.Context, req Request, obj T) {
-	if _, busy := c.releasing.LoadOrStore(req, struct{}{}); busy {
-		return
-	}
+	c.released.Store(req, obj.GetResourceVersion())
 	select {
 	case c.releaseSlots <- struct{}{}:
 	case <-ctx.Done():
-		c.releasing.Delete(req)
+		c.released.Delete(req)
 		return
 	}
 	c.releases.Go(func() {
-		defer func() {
-			c.releasing.Delete(req)
-			<-c.releaseSlots
-		}()
+		defer func() { <-c.releaseSlots }()
 		if err := c.release(ctx, obj); err != nil && ctx.Err() == nil {
+			c.released.Delete(req)
 			c.log.Error("could not release an object to its new shard; retrying", "key", req.String(), "err", err)
 			c.queue.AddRateLimited(req)
 			return
@@ -79,7 +91,31 @@ func (c *Controller[T]) releaseLater(ctx context.Context, req Request, obj T) {
 	})
 }
 
-// release gives up obj, which is draining to another shard. The objects it
+// watchRing queues, after each change of the ring, the cached objects that
+// the ring now gives to another shard, so that they are released: a shard
+// that sees a new one join hands over its objects itself, one write
+// each, without waiting for the leader's drain label.
+func (c *Controller[T]) watchRing(ctx context.Context) {
+	changes := c.shard.Changes()
+	if changes == nil {
+		return
+	}
+	gk := c.kind.GroupKind()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+		for _, obj := range c.primary.Indexer().List() {
+			if _, elsewhere := c.shard.Next(gk, obj); elsewhere {
+				c.queue.Add(Request{Namespace: obj.GetNamespace(), Name: obj.GetName()})
+			}
+		}
+	}
+}
+
+// release gives up obj, which is leaving for another shard. The objects it
 // owns that this shard holds go first, to the same shard, so that they
 // are in that shard's cache by the time it reconciles obj; then obj.
 func (c *Controller[T]) release(ctx context.Context, obj T) error {

@@ -103,6 +103,11 @@ type Sharding struct {
 	// SyncPeriod is the time between the leader's passes over the sharded
 	// objects (shard.AssignerOptions.SyncPeriod). Default 1 min.
 	SyncPeriod time.Duration
+	// DrainAfter is how long after a ring change the leader waits for the
+	// replicas to release the objects that the ring moved off them before
+	// it asks for the rest with the drain label
+	// (shard.AssignerOptions.DrainAfter). Default 30 s.
+	DrainAfter time.Duration
 }
 
 // Options configure [New]. The zero value is valid.
@@ -554,7 +559,7 @@ func (m *Manager) sharding(ctx context.Context, wg *sync.WaitGroup) (*shard.Memb
 	}
 	assigner, err := shard.NewAssigner(m.rc, shard.AssignerOptions{
 		Ring: s.Ring, Members: m.members, Kinds: s.Kinds, Mapper: m.mapper, Namespace: m.opts.Namespace,
-		SyncPeriod: s.SyncPeriod, Metrics: m.metrics, Logger: m.log,
+		SyncPeriod: s.SyncPeriod, DrainAfter: s.DrainAfter, Metrics: m.metrics, Logger: m.log,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("manager: %w", err)

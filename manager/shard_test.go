@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/controller"
@@ -273,6 +274,24 @@ func TestShardedManagers(t *testing.T) {
 	}
 	update("2")
 	eventually(t, "three replicas to reconcile every change", settled("2", a, b, cr))
+
+	// The drain label, as the leader writes it for an object that its
+	// shard did not release by itself: the shard releases the object, and
+	// it comes back to the shard the ring gives it.
+	drainPatch := fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"}}}`, shard.DrainLabel("test"), time.Now().UnixMilli())
+	if _, err := cms.Patch(t.Context(), "cm-0", types.MergePatchType, []byte(drainPatch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the drained object to be released and given its shard again", func() bool {
+		cm, err := cms.Get(t.Context(), "cm-0", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		_, draining := cm.Labels[shard.DrainLabel("test")]
+		want, _ := shard.NewRing([]string{"a", "b", "c"}, shard.RingOptions{}).Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, cm))
+		return !draining && cm.Labels[shard.Label("test")] == want
+	})
+	eventually(t, "three replicas to reconcile every change after the drain", settled("2", a, b, cr))
 
 	// A shard that joins and then dies without leaving: its Lease is never
 	// renewed. Objects drain to it, then move on at once when it expires.

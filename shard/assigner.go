@@ -70,8 +70,13 @@ type AssignerOptions struct {
 	// again every second while moves it began are under way. Default 1 min.
 	SyncPeriod time.Duration
 	// Workers is the most label writes the assigner has in flight at once.
-	// Default 8.
+	// Default 32: a move waits mostly on the API server's write latency.
 	Workers int
+	// DrainAfter is how long after a ring change the assigner leaves the
+	// objects on a live shard that the ring gives to another to that
+	// shard, which releases them itself (a sharded controller watches the
+	// ring), before it asks for them with the drain label. Default 30 s.
+	DrainAfter time.Duration
 	// Metrics observes assignments and moves. Nil means none.
 	Metrics Metrics
 	// Logger receives progress messages. Nil means discard.
@@ -112,7 +117,10 @@ func NewAssigner(rc *rest.Client, opts AssignerOptions) (*Assigner, error) {
 		opts.SyncPeriod = time.Minute
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 8
+		opts.Workers = 32
+	}
+	if opts.DrainAfter <= 0 {
+		opts.DrainAfter = 30 * time.Second
 	}
 	log := opts.Logger
 	if log == nil {
@@ -196,6 +204,7 @@ func (a *Assigner) Start(ctx context.Context) error {
 		}
 	}
 	next := time.Duration(0)
+	changed := time.Now() // of the ring
 	for {
 		t := time.NewTimer(next)
 		select {
@@ -204,6 +213,7 @@ func (a *Assigner) Start(ctx context.Context) error {
 			return nil
 		case <-changes:
 			t.Stop()
+			changed = time.Now()
 			ring := a.opts.Members.Ring()
 			if a.opts.Metrics != nil {
 				a.opts.Metrics.ObserveRing(a.opts.Ring, len(ring.Members()))
@@ -216,13 +226,18 @@ func (a *Assigner) Start(ctx context.Context) error {
 			}
 		case <-t.C:
 		}
-		pending, err := a.pass(ctx, kinds)
+		drain := time.Since(changed) >= a.opts.DrainAfter
+		pending, err := a.pass(ctx, kinds, drain)
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
 			a.log.Error("pass over the sharded objects failed", "err", err)
 			next = time.Second
+		case pending && !drain:
+			// The shards release what they must; look again when it is
+			// time to ask for what is left.
+			next = a.opts.DrainAfter - time.Since(changed)
 		case pending:
 			next = time.Second
 		default:
@@ -262,8 +277,9 @@ func (a *Assigner) assign(ctx context.Context, k *kindState, it item) error {
 }
 
 // pass lists every sharded object once and moves those on the wrong
-// shard. pending reports moves still under way (drains).
-func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, err error) {
+// shard; it asks live shards for theirs with the drain label only when
+// askDrain is set. pending reports moves still under way.
+func (a *Assigner) pass(ctx context.Context, kinds []*kindState, askDrain bool) (pending bool, err error) {
 	ring := a.opts.Members.Ring()
 	if len(ring.Members()) == 0 {
 		return false, nil
@@ -330,7 +346,7 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState) (pending bool, 
 				}
 				pending = true
 				draining[maphash.String(seed, string(o.UID))] = struct{}{}
-				if !isDraining {
+				if askDrain && !isDraining {
 					w.do(func() error { return a.startDrain(ctx, k, o, have) })
 				}
 			}

@@ -73,14 +73,15 @@ func (s *Shard) Draining(obj metav1.Object) bool {
 	return drain && l[Label(s.opts.Ring)] == s.opts.Identity
 }
 
-// Release gives up obj, an object of res that is draining, if its shard
-// label still names this shard: it removes the drain label, and sets the
-// shard label to the object's shard on the ring now (see
-// ShardOptions.Members), or removes it for the leader to set. Call it instead
-// of reconciling the object, from the worker that would reconcile it: a
-// reconcile of it in flight has then finished, and none begins after,
-// since the object leaves this shard's cache. An object that has already
-// moved on is not an error.
+// Release gives up obj, an object of res that is draining or that the
+// ring gives to another shard, if its shard label still names this shard:
+// it removes the drain label, if any, and sets the shard label to the
+// object's shard on the ring now (see ShardOptions.Members), or removes it
+// for the leader to set. Call it instead of reconciling the object, once
+// no reconcile of it is in flight and none can begin: a sharded
+// controller decides to release in the worker that holds the object's
+// key, and reconciles it no more until it leaves this shard's cache. An
+// object that has already moved on is not an error.
 func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Object) error {
 	c, err := s.client(res)
 	if err != nil {
@@ -92,7 +93,11 @@ func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Obj
 	if want, ok := s.Next(res.Kind.GroupKind(), obj); ok {
 		next = jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: want}
 	}
-	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, next, jsonPatchOp{Op: "remove", Path: labelPath(drain)})
+	ops := []jsonPatchOp{next}
+	if _, draining := obj.GetLabels()[drain]; draining {
+		ops = append(ops, jsonPatchOp{Op: "remove", Path: labelPath(drain)})
+	}
+	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, ops...)
 	if err != nil {
 		return fmt.Errorf("shard: release %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
@@ -112,6 +117,16 @@ func (s *Shard) Next(gk schema.GroupKind, obj metav1.Object) (string, bool) {
 	}
 	want, ok := s.opts.Members.Ring().Shard(Key(gk, obj))
 	return want, ok && want != s.opts.Identity
+}
+
+// Changes returns a channel that receives a value after the ring changes
+// (see Members.Changes), or nil without ShardOptions.Members. A sharded
+// controller then looks for the objects it must release.
+func (s *Shard) Changes() <-chan struct{} {
+	if s.opts.Members == nil {
+		return nil
+	}
+	return s.opts.Members.Changes()
 }
 
 // Follow moves obj, an object of res owned by an object that this shard is
