@@ -165,7 +165,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"ring"}),
 		shardMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loom_shard_assignments_total",
-			Help: "Objects given a shard by the leader, by reason: new (none before), dead (its shard left), drain (a move off a live shard began), owner (an owned object followed its owner).",
+			Help: "Objects given a shard by this replica, by reason: new (none before), dead (its shard left), drain (the leader asked a live shard for it), release (a live shard handed it over after a ring change), owner (an owned object followed its owner).",
 		}, []string{"ring", "reason"}),
 		shardObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "loom_shard_objects", Help: "Objects per shard (\"\" for unassigned) and kind, counted by the leader's last pass.",

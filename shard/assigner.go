@@ -28,10 +28,11 @@ import (
 type Metrics interface {
 	// ObserveRing is called when the live shards change, with their number.
 	ObserveRing(ring string, shards int)
-	// ObserveMove is called per object given a shard, with the reason:
-	// "new" (it had none), "dead" (its shard left or died), "drain" (a
-	// move off a live shard began) or "owner" (an owned object followed
-	// its owner).
+	// ObserveMove is called per object given a shard, by the replica that
+	// wrote its label, with the reason: "new" (it had none), "dead" (its
+	// shard left or died), "drain" (the leader asked a live shard for it),
+	// "release" (a live shard handed it over unasked, after a ring change)
+	// or "owner" (an owned object followed its owner).
 	ObserveMove(ring, reason string)
 	// ObserveObjects is called after each pass over a sharded kind, with
 	// the number of its objects each shard holds ("" for unassigned).

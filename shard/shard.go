@@ -94,15 +94,23 @@ func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Obj
 		next = jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: want}
 	}
 	ops := []jsonPatchOp{next}
-	if _, draining := obj.GetLabels()[drain]; draining {
+	_, draining := obj.GetLabels()[drain]
+	if draining {
 		ops = append(ops, jsonPatchOp{Op: "remove", Path: labelPath(drain)})
 	}
 	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, ops...)
 	if err != nil {
 		return fmt.Errorf("shard: release %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
-	if ms, perr := strconv.ParseInt(since, 10, 64); ok && perr == nil && s.opts.Metrics != nil {
-		s.opts.Metrics.ObserveDrain(s.opts.Ring, time.Since(time.UnixMilli(ms)))
+	switch {
+	case !ok || s.opts.Metrics == nil:
+	case draining:
+		// The leader counted the move when it asked for it.
+		if ms, perr := strconv.ParseInt(since, 10, 64); perr == nil {
+			s.opts.Metrics.ObserveDrain(s.opts.Ring, time.Since(time.UnixMilli(ms)))
+		}
+	case next.Op == "replace":
+		s.opts.Metrics.ObserveMove(s.opts.Ring, "release")
 	}
 	return nil
 }
