@@ -17,10 +17,12 @@
 //   - [Members] watches the ring's Leases and keeps the ring of the live
 //     shards, by this process's clock.
 //   - [Assigner], on the leader, gives every object of the sharded kinds
-//     the label [Label] naming its shard, and moves objects when the ring
-//     changes: at once off a shard that is gone, through the [DrainLabel]
-//     off a live one.
-//   - [Shard] is one replica's side: the selector of its objects, and
-//     [Shard.Release], which a sharded controller calls instead of
-//     reconciling an object that is draining.
+//     the label [Label] naming its shard, moves objects off a shard that
+//     is gone, and asks live shards with the [DrainLabel] for the objects
+//     they did not release by themselves after a ring change.
+//   - [Shard] is one replica's side: the selector of its objects, the
+//     ring's changes, and [Shard.Release] and [Shard.Follow], which a
+//     sharded controller calls instead of reconciling an object that the
+//     ring moved off its shard (or that is draining), moving what the
+//     object owns first.
 package shard
