@@ -292,10 +292,22 @@ func (r *run) start(id string) error {
 	return nil
 }
 
-// stop stops a replica gracefully and waits for it.
-func (r *run) stop(id string) error {
+// stop stops replicas gracefully, all at once as a scale-down does, and
+// waits for them.
+func (r *run) stop(ids ...string) error {
+	for _, id := range ids {
+		_ = r.procs[id].cmd.Process.Signal(syscall.SIGTERM)
+	}
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, r.wait(id))
+	}
+	return errors.Join(errs...)
+}
+
+// wait waits for a replica that was asked to stop.
+func (r *run) wait(id string) error {
 	p := r.procs[id]
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
 		r.readLog(p)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,7 @@ type StressResult struct {
 	// Operations counts queue method calls.
 	Operations int64
 	// Violations counts broken invariants; the returned error lists the
-	// first ones.
+	// first ones, and the first of every other kind met.
 	Violations int64
 }
 
@@ -111,19 +112,29 @@ func Stress(newQueue NewQueue, opts StressOptions) (StressResult, error) {
 	return res, rep.err()
 }
 
+// reporter gathers violations: the first maxReported, and beyond them the
+// first of each kind not listed yet, so that the error names every rule
+// that was broken whatever order the goroutines met them in.
 type reporter struct {
-	n    atomic.Int64
-	mu   sync.Mutex
-	errs []error
+	n     atomic.Int64
+	mu    sync.Mutex
+	errs  []error
+	kinds map[string]bool // the kinds listed: a format's text before its first colon
 }
 
 func (r *reporter) report(format string, args ...any) {
-	if r.n.Add(1) > maxReported {
+	kind, _, _ := strings.Cut(format, ":")
+	n := r.n.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n > maxReported && r.kinds[kind] {
 		return
 	}
-	r.mu.Lock()
+	if r.kinds == nil {
+		r.kinds = map[string]bool{}
+	}
+	r.kinds[kind] = true
 	r.errs = append(r.errs, fmt.Errorf(format, args...))
-	r.mu.Unlock()
 }
 
 func (r *reporter) err() error {
