@@ -381,6 +381,28 @@ func (p *parser) str() (string, error) {
 	return "", p.errf("unexpected end of input in string")
 }
 
+// strView is str for a string that is only looked at, never kept: without
+// escapes or non-ASCII bytes it is a view of p.data, not a copy.
+func (p *parser) strView() (string, error) {
+	p.i++
+	start := p.i
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		switch {
+		case c == '"':
+			s := p.view(start, p.i)
+			p.i++
+			return s, nil
+		case c == '\\' || c >= utf8.RuneSelf:
+			return p.slowStr(start)
+		case c < 0x20:
+			return "", p.errf("invalid control character in string")
+		}
+		p.i++
+	}
+	return "", p.errf("unexpected end of input in string")
+}
+
 // slowStr handles escapes and non-ASCII bytes (which must be valid UTF-8
 // or are replaced by U+FFFD, as encoding/json does).
 func (p *parser) slowStr(start int) (string, error) {

@@ -736,13 +736,22 @@ func (p *parser) objectStart(depth int) (empty bool, err error) {
 	return false, nil
 }
 
-// objectKey reads a key and the ':' after it.
-func (p *parser) objectKey() (string, error) {
+// objectKey reads a key and the ':' after it. With keep, the key is
+// copied into the object's string block (a map's key, which the object
+// holds); without it, the key is a view of the input, valid only while
+// the input is (a struct's field name, which is only looked up).
+func (p *parser) objectKey(keep bool) (string, error) {
 	p.skipSpace()
 	if p.i >= len(p.data) || p.data[p.i] != '"' {
 		return "", p.errf("expected a string for an object key")
 	}
-	k, err := p.str()
+	var k string
+	var err error
+	if keep {
+		k, err = p.str()
+	} else {
+		k, err = p.strView()
+	}
 	if err != nil {
 		return "", err
 	}
@@ -777,7 +786,7 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		return err
 	}
 	for {
-		k, err := p.objectKey()
+		k, err := p.objectKey(false)
 		if err != nil {
 			return err
 		}
@@ -818,7 +827,7 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		v = reflect.New(pl.elem.typ) // reused: the map copies values in
 	}
 	for {
-		k, err := p.objectKey()
+		k, err := p.objectKey(true)
 		if err != nil {
 			return err
 		}

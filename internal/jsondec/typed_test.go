@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/loom-k8s/loom/internal/intern"
 	corev1 "k8s.io/api/core/v1"
@@ -150,7 +151,7 @@ func FuzzTypedMatchesReference(f *testing.F) {
 // TestListItemsHaveTheirOwnStrings checks that each item of a list has
 // string blocks of its own (the list's own strings take one more).
 func TestListItemsHaveTheirOwnStrings(t *testing.T) {
-	list := corev1.PodList{Items: []corev1.Pod{*examplePod(), *examplePod(), *examplePod()}}
+	list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: []corev1.Pod{*examplePod(), *examplePod(), *examplePod()}}
 	data, _ := json.Marshal(&list)
 	var got corev1.PodList
 	n, err := decode(data, &got, intern.Options{})
@@ -191,5 +192,38 @@ func TestSlicesHaveNoRoomToGrow(t *testing.T) {
 		if len(c) != 1 || cap(c) != 1 || len(c[0].Env) != 2 || cap(c[0].Env) != 2 || cap(c[0].Args) != 2 {
 			t.Errorf("containers %d/%d, env %d/%d, args %d/%d (len/cap)", len(c), cap(c), len(c[0].Env), cap(c[0].Env), len(c[0].Args), cap(c[0].Args))
 		}
+	}
+}
+
+// A struct's field names are only looked up: an object's string blocks
+// hold its string values and its maps' keys, never the names of its
+// fields.
+func TestStructKeysNotKept(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		kept       int // bytes of the values and map keys
+	}{
+		{"fields", `{"metadata":{"name":"a","namespace":"bb"},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 5},
+		{"map keys are kept", `{"metadata":{"labels":{"k":"vv"}}}`, 3},
+		{"escaped field name", `{"met\u0061data":{"name":"a"}}`, 1},
+		{"non-ASCII value", `{"metadata":{"name":"é"}}`, 0}, // copied on its own, not into a block
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pod corev1.Pod
+			p := parser{data: []byte(tc.json)}
+			if err := p.into(tplanFor(reflect.TypeFor[corev1.Pod]()), unsafe.Pointer(&pod), 0); err != nil {
+				t.Fatal(err)
+			}
+			if p.kept != tc.kept {
+				t.Errorf("kept %d bytes, want %d", p.kept, tc.kept)
+			}
+			var want corev1.Pod
+			if err := utiljson.Unmarshal([]byte(tc.json), &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(&pod, &want) {
+				t.Errorf("decoded %+v, want %+v", pod, want)
+			}
+		})
 	}
 }
