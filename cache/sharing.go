@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"sync"
+
 	"github.com/loom-k8s/loom/internal/intern"
 )
 
@@ -34,7 +36,12 @@ const (
 	// top level (a spec, labels, a list inside a spec). Fields (or, in
 	// unstructured objects, keys) whose values turn out mostly unique
 	// among an informer's objects (after 4,096 lookups, fewer than one
-	// in 16 found) stop being looked up by that informer.
+	// in 16 found) stop being looked up by that informer. Short strings
+	// (up to 128 bytes: namespaces, label keys and values, images,
+	// condition types, the keys of unstructured objects) are held once
+	// for the whole process, while any object holds them; a field whose
+	// strings turn out mostly unique (after 256 lookups, fewer than one
+	// in 4 found) goes back to copying them into each object.
 	ShareAll
 	// ShareBlobs shares only byte fields of 16 bytes or more, which in
 	// practice are managed-fields blobs: safe under any Transform that
@@ -48,6 +55,10 @@ const (
 // shared is the one table of the process: informers of all types share
 // it (keys carry the Go type).
 var shared = intern.New()
+
+// sharedStrings holds one copy of the short strings that informers'
+// objects hold, for the whole process (made when first needed: 128 KB).
+var sharedStrings = sync.OnceValue(func() *intern.Strings { return new(intern.Strings) })
 
 // decodeOptions are the decoder options of an informer.
 func decodeOptions(s Sharing, transform, dropManagedFields bool) intern.Options {
@@ -63,7 +74,7 @@ func decodeOptions(s Sharing, transform, dropManagedFields bool) intern.Options 
 	}
 	switch s {
 	case ShareAll:
-		o.Share, o.Structs, o.Stats = shared, true, &intern.Stats{}
+		o.Share, o.Structs, o.Stats, o.Strings = shared, true, &intern.Stats{}, sharedStrings()
 	case ShareBlobs:
 		o.Share = shared
 	}

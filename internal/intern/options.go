@@ -30,6 +30,13 @@ type Options struct {
 	// longer looked up by decoders given the same Stats. Nil: every
 	// field is always looked up.
 	Stats *Stats
+	// Strings, when set, gives decoders one copy of each short string
+	// that many objects hold (see [Strings]), for string fields, string
+	// map keys and values, and the keys and string values of
+	// unstructured objects. With Stats, a field whose strings turn out
+	// mostly unique is no longer looked up: its strings go to the
+	// object's own string block, as without Strings.
+	Strings *Strings
 	// SkipManagedFields leaves metadata.managedFields out of every
 	// ObjectMeta.
 	SkipManagedFields bool
@@ -110,8 +117,9 @@ func NewField() Field { return Field{slot: lastSlot.Add(1)} }
 func Named(name string) Field { return Field{name: name} }
 
 type counter struct {
-	tries, hits atomic.Int64
-	sizer       Sizer // sizes the string blocks of the field's values decoded on a miss
+	tries, hits       atomic.Int64
+	strTries, strHits atomic.Int64 // lookups in Strings
+	sizer             Sizer        // sizes the string blocks of the field's values decoded on a miss
 }
 
 func (s *Stats) of(field Field) *counter {
@@ -164,6 +172,41 @@ func (o *Options) Sharing(field Field) bool {
 	c := o.Stats.of(field)
 	t := c.tries.Load()
 	return t < warmup || c.hits.Load()*hitShare >= t
+}
+
+// A field's strings are looked up in Strings at least stringWarmup times,
+// and then only while at least one lookup in stringHitShare finds its
+// string. The warmup is short, since a string that is not found gets an
+// allocation of its own, outside the object's string block, for as long
+// as the object lives.
+const (
+	stringWarmup   = 256
+	stringHitShare = 4
+)
+
+// String returns b as a string held in o.Strings, counting the lookup for
+// field, and true; or false when b is not to be looked up (no Strings,
+// b empty or longer than [MaxInterned], or field's strings mostly
+// unique): the caller copies b itself.
+func (o *Options) String(field Field, b []byte) (string, bool) {
+	if o.Strings == nil || len(b) == 0 || len(b) > MaxInterned {
+		return "", false
+	}
+	if o.Stats == nil {
+		s, _ := o.Strings.Get(b)
+		return s, true
+	}
+	c := o.Stats.of(field)
+	t := c.strTries.Load()
+	if t >= stringWarmup && c.strHits.Load()*stringHitShare < t {
+		return "", false
+	}
+	s, found := o.Strings.Get(b)
+	c.strTries.Add(1)
+	if found {
+		c.strHits.Add(1)
+	}
+	return s, true
 }
 
 // FieldSizer returns the Sizer for the string blocks of field's values

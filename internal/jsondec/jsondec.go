@@ -92,6 +92,11 @@ func ObjectWith(data []byte, o intern.Options) (map[string]interface{}, error) {
 	return m, nil
 }
 
+// keysField names the keys of unstructured objects, and elemsField the
+// strings in their arrays, for the lookup counts of intern.Options.String.
+// A string that is the value of a key is counted under the key's name.
+var keysField, elemsField = intern.NewField(), intern.NewField()
+
 type parser struct {
 	data  []byte
 	arena []byte // the current block strings are copied into
@@ -226,7 +231,7 @@ func (p *parser) value(depth int) (interface{}, error) {
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
-		return p.str()
+		return p.strFor(elemsField)
 	case c == 't':
 		return true, p.literal("true")
 	case c == 'f':
@@ -274,7 +279,7 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 		if p.i >= len(p.data) || p.data[p.i] != '"' {
 			return nil, p.errf("expected a string for an object key")
 		}
-		k, err := p.str()
+		k, err := p.strFor(keysField)
 		if err != nil {
 			return nil, err
 		}
@@ -300,6 +305,8 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 				drop = "managedFields"
 			}
 			v, err = p.object(depth+1, drop)
+		case p.opts.Strings != nil && p.i < len(p.data) && p.data[p.i] == '"':
+			v, err = p.strFor(intern.Named(k))
 		case p.opts.Structs && p.opts.Share != nil:
 			v, err = p.sharedValue(k, depth+1)
 		default:
@@ -379,6 +386,24 @@ func (p *parser) str() (string, error) {
 		p.i++
 	}
 	return "", p.errf("unexpected end of input in string")
+}
+
+// strFor is str for a string of field: from p.opts.Strings when field's
+// strings are still looked up there, else copied into the block.
+func (p *parser) strFor(field intern.Field) (string, error) {
+	if p.opts.Strings == nil {
+		return p.str()
+	}
+	start := p.i + 1
+	v, err := p.strView()
+	if err != nil || v == "" || unsafe.StringData(v) != &p.data[start] {
+		return v, err // an error, empty, or a copy of its own (escapes)
+	}
+	b := p.data[start : start+len(v)]
+	if s, ok := p.opts.String(field, b); ok {
+		return s, nil
+	}
+	return p.keep(b), nil
 }
 
 // strView is str for a string that is only looked at, never kept: without

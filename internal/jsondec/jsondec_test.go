@@ -72,7 +72,7 @@ func check(t *testing.T, data []byte) {
 	}
 }
 
-var objectSharing = intern.Options{Share: intern.New(), Structs: true}
+var objectSharing = intern.Options{Share: intern.New(), Structs: true, Strings: new(intern.Strings)}
 
 func TestStringsDoNotAliasInput(t *testing.T) {
 	data := []byte(`{"name":"value","esc":"a\nb"}`)

@@ -143,3 +143,78 @@ func TestSkipManagedFields(t *testing.T) {
 		}
 	}
 }
+
+// TestStringsShared checks that, with Strings, two objects hold one copy
+// of their equal strings (fields, map keys and values, list elements;
+// for unstructured objects, keys and values), and that without it each
+// holds its own.
+func TestStringsShared(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts intern.Options
+		same bool
+	}{
+		{"strings", intern.Options{Strings: new(intern.Strings), Stats: &intern.Stats{}}, true},
+		{"strings and table", intern.Options{Share: intern.New(), Structs: true, Strings: new(intern.Strings)}, true},
+		{"none", intern.Options{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := decodeWith(t, tc.opts, managedPod("a")), decodeWith(t, tc.opts, managedPod("b"))
+			pairs := map[string][2]string{
+				"namespace":      {a.Namespace, b.Namespace},
+				"image":          {a.Spec.Containers[0].Image, b.Spec.Containers[0].Image},
+				"arg":            {a.Spec.Containers[0].Args[0], b.Spec.Containers[0].Args[0]},
+				"condition type": {string(a.Status.Conditions[0].Type), string(b.Status.Conditions[0].Type)},
+				"manager":        {a.ManagedFields[0].Manager, b.ManagedFields[0].Manager},
+			}
+			if !tc.opts.Structs { // a shared map holds one copy anyway
+				for k, v := range a.Labels {
+					for k2, v2 := range b.Labels {
+						if k == k2 {
+							pairs["label key "+k] = [2]string{k, k2}
+							pairs["label value "+k] = [2]string{v, v2}
+						}
+					}
+				}
+			}
+			ua, ub := decodeObject(t, tc.opts, managedPod("a")), decodeObject(t, tc.opts, managedPod("b"))
+			ma, mb := ua["metadata"].(map[string]any), ub["metadata"].(map[string]any)
+			pairs["unstructured namespace"] = [2]string{ma["namespace"].(string), mb["namespace"].(string)}
+			for k := range ma {
+				for k2 := range mb {
+					if k == k2 {
+						pairs["unstructured key "+k] = [2]string{k, k2}
+					}
+				}
+			}
+			for what, p := range pairs {
+				if same := unsafe.StringData(p[0]) == unsafe.StringData(p[1]); same != tc.same {
+					t.Errorf("%s %q: one copy %v, want %v", what, p[0], same, tc.same)
+				}
+			}
+			if unsafe.StringData(a.Name) == unsafe.StringData(b.Name) {
+				t.Error("two names share bytes")
+			}
+		})
+	}
+}
+
+func decodeObject(t *testing.T, o intern.Options, p *corev1.Pod) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ObjectWith(data, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := utiljson.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("decoded %v\nwant %v", m, want)
+	}
+	return m
+}

@@ -62,8 +62,12 @@ type tplan struct {
 	elem   *tplan             // slice, pointer and map values
 	fields map[string]*tfield // struct fields by JSON name
 	strMap bool               // map with string-kind keys and values
-	layout string             // tTime: the time layout
-	failed error
+	// strs names the strings held in a slice's elements or a map's
+	// values, and keys those of a map's keys, for Strings' lookup
+	// counts (intern.Options.String).
+	strs, keys intern.Field
+	layout     string // tTime: the time layout
+	failed     error
 }
 
 type tfield struct {
@@ -170,6 +174,7 @@ func tbuild(t reflect.Type, building map[reflect.Type]*tplan) *tplan {
 		}
 		p.kind = tSlice
 		p.elem = tbuild(t.Elem(), building)
+		p.strs = intern.NewField()
 	case reflect.Map:
 		if t.Key().Kind() != reflect.String || reflect.PointerTo(t.Key()).Implements(textUnmarshalerType) {
 			p.failed = fmt.Errorf("jsondec: map key %v", t.Key())
@@ -178,6 +183,7 @@ func tbuild(t reflect.Type, building map[reflect.Type]*tplan) *tplan {
 		p.kind = tMap
 		p.elem = tbuild(t.Elem(), building)
 		p.strMap = t.Elem().Kind() == reflect.String && p.elem.kind == tString
+		p.strs, p.keys = intern.NewField(), intern.NewField()
 	case reflect.Struct:
 		p.kind = tStruct
 		p.fields = map[string]*tfield{}
@@ -713,6 +719,10 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			p.arenaBytes += sub.arenaBytes
 			p.hasItems = true
 			sub.learn()
+		} else if pl.elem.kind == tString {
+			if err := p.stringInto(pl.elem, ep, pl.strs, depth+1); err != nil {
+				return err
+			}
 		} else if err := p.into(pl.elem, ep, depth+1); err != nil {
 			return err
 		}
@@ -763,6 +773,47 @@ func (p *parser) objectKey(keep bool) (string, error) {
 	return k, nil
 }
 
+// mapKey reads a map's key (field names its keys for Strings' counts)
+// and the ':' after it.
+func (p *parser) mapKey(field intern.Field) (string, error) {
+	if p.opts.Strings == nil {
+		return p.objectKey(true)
+	}
+	p.skipSpace()
+	if p.i >= len(p.data) || p.data[p.i] != '"' {
+		return "", p.errf("expected a string for an object key")
+	}
+	k, err := p.strFor(field)
+	if err != nil {
+		return "", err
+	}
+	p.skipSpace()
+	if p.i >= len(p.data) || p.data[p.i] != ':' {
+		return "", p.errf("expected ':' after object key")
+	}
+	p.i++
+	return k, nil
+}
+
+// stringInto decodes the value at p.i into the string-kind destination
+// of plan pl at ptr, as into does, taking a JSON string from
+// p.opts.Strings when field's strings are still looked up.
+func (p *parser) stringInto(pl *tplan, ptr unsafe.Pointer, field intern.Field, depth int) error {
+	if p.opts.Strings == nil {
+		return p.into(pl, ptr, depth)
+	}
+	p.skipSpace()
+	if p.i >= len(p.data) || p.data[p.i] != '"' {
+		return p.into(pl, ptr, depth) // null, or the error into gives
+	}
+	s, err := p.strFor(field)
+	if err != nil {
+		return err
+	}
+	*(*string)(ptr) = s
+	return nil
+}
+
 // objectNext consumes ',' or '}' and reports whether the object ended.
 func (p *parser) objectNext() (done bool, err error) {
 	p.skipSpace()
@@ -797,6 +848,8 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 				_, err = p.skipValue(depth + 1)
 			case p.opts.Share != nil && f.share != shareNone:
 				err = p.shared(f, fp, depth+1)
+			case f.plan.kind == tString:
+				err = p.stringInto(f.plan, fp, f.stat, depth+1)
 			default:
 				err = p.into(f.plan, fp, depth+1)
 			}
@@ -827,7 +880,7 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		v = reflect.New(pl.elem.typ) // reused: the map copies values in
 	}
 	for {
-		k, err := p.objectKey(true)
+		k, err := p.mapKey(pl.keys)
 		if err != nil {
 			return err
 		}
@@ -835,7 +888,7 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			// String-kind keys and values share map[string]string's
 			// layout and hash.
 			var v string
-			if err := p.into(pl.elem, unsafe.Pointer(&v), depth+1); err != nil {
+			if err := p.stringInto(pl.elem, unsafe.Pointer(&v), pl.strs, depth+1); err != nil {
 				return err
 			}
 			(*(*map[string]string)(ptr))[k] = v

@@ -115,7 +115,7 @@ func examplePod() *corev1.Pod {
 	}
 }
 
-var fuzzSharing = intern.Options{Share: intern.New(), Structs: true}
+var fuzzSharing = intern.Options{Share: intern.New(), Structs: true, Strings: new(intern.Strings)}
 
 // FuzzTypedMatchesReference decodes arbitrary bytes as a Pod with both
 // decoders: they must agree on success, and on the result.

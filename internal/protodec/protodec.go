@@ -69,6 +69,7 @@ type field struct {
 	// quantity map, a repeated message, a pointer to a message).
 	shareable bool
 	stat      intern.Field // names the field for the table's lookup counts
+	keys      intern.Field // names a map's keys for Strings' lookup counts
 }
 
 type customKind uint8
@@ -156,6 +157,9 @@ func build(t reflect.Type, building map[reflect.Type]*plan) *plan {
 		}
 		f.shareable = f.isMap && (f.strMap || f.qtyMap) || f.kind == kMessage && (f.rep || f.ptr)
 		f.stat = intern.NewField()
+		if f.isMap {
+			f.keys = intern.NewField()
+		}
 		for len(p.byNum) <= num {
 			p.byNum = append(p.byNum, nil)
 		}
@@ -385,6 +389,16 @@ const (
 	maxBlock   = 4096
 	slack      = 64
 )
+
+// strFor returns a string equal to b, a string of field: from
+// d.opts.Strings when field's strings are still looked up there, else a
+// copy from the current block (str).
+func (d *decoder) strFor(field intern.Field, b []byte) string {
+	if s, ok := d.opts.String(field, b); ok {
+		return s
+	}
+	return d.str(b)
+}
 
 // str returns a string copy of b, a sub-slice of d.data, taken from the
 // current block (a new block when it is full). Blocks are only appended
@@ -618,7 +632,7 @@ func (d *decoder) value(p *plan, num uint64, f *field, ep unsafe.Pointer, wt, va
 		if wt != 2 {
 			return wireErr(p, num, wt)
 		}
-		*(*string)(ep) = d.str(data)
+		*(*string)(ep) = d.strFor(f.stat, data)
 	case kBytes:
 		if wt != 2 {
 			return wireErr(p, num, wt)
@@ -792,7 +806,7 @@ func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte) error {
 			if wt != 2 {
 				return fmt.Errorf("protodec: map key: unexpected wire type %d", wt)
 			}
-			key = d.str(payload)
+			key = d.strFor(f.keys, payload)
 		case 2:
 			if wt != 2 {
 				return fmt.Errorf("protodec: map value: unexpected wire type %d", wt)
@@ -803,7 +817,7 @@ func (d *decoder) mapEntry(f *field, fp unsafe.Pointer, data []byte) error {
 	if f.strMap {
 		// Maps whose key and value have string kinds share the layout and
 		// hash function of map[string]string.
-		(*(*map[string]string)(fp))[key] = d.str(valData)
+		(*(*map[string]string)(fp))[key] = d.strFor(f.stat, valData)
 		return nil
 	}
 	if f.qtyMap {

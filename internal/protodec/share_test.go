@@ -181,3 +181,46 @@ func TestRepeatedFieldDoesNotChangeASharedValue(t *testing.T) {
 		t.Fatalf("the second metadata changed the shared values of another Pod: labels %v, security context %+v", first.Labels, first.Spec.SecurityContext)
 	}
 }
+
+// TestStringsShared checks that, with Strings, two objects hold one copy
+// of their equal strings (fields, map keys and values, list elements), and
+// that without it each holds its own.
+func TestStringsShared(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts intern.Options
+		same bool
+	}{
+		{"strings", intern.Options{Strings: new(intern.Strings), Stats: &intern.Stats{}}, true},
+		{"strings and table", intern.Options{Share: intern.New(), Strings: new(intern.Strings)}, true},
+		{"none", intern.Options{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := decodeShared(t, tc.opts, managedPod("a"))
+			b := decodeShared(t, tc.opts, managedPod("b"))
+			pairs := map[string][2]string{
+				"namespace": {a.Namespace, b.Namespace},
+				"image":     {a.Spec.Containers[0].Image, b.Spec.Containers[0].Image},
+				"arg":       {a.Spec.Containers[0].Args[0], b.Spec.Containers[0].Args[0]},
+				"phase":     {string(a.Status.Phase), string(b.Status.Phase)},
+				"manager":   {a.ManagedFields[0].Manager, b.ManagedFields[0].Manager},
+			}
+			for k, v := range a.Labels {
+				for k2, v2 := range b.Labels {
+					if k == k2 {
+						pairs["label key "+k] = [2]string{k, k2}
+						pairs["label value "+k] = [2]string{v, v2}
+					}
+				}
+			}
+			for what, p := range pairs {
+				if same := unsafe.StringData(p[0]) == unsafe.StringData(p[1]); same != tc.same {
+					t.Errorf("%s %q: one copy %v, want %v", what, p[0], same, tc.same)
+				}
+			}
+			if unsafe.StringData(a.Name) == unsafe.StringData(b.Name) {
+				t.Error("two names share bytes")
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ func filler(seed int64) *randfill.Filler {
 }
 
 // sharing shares every kind of part, with a table of its own.
-var sharing = intern.Options{Share: intern.New(), Structs: true}
+var sharing = intern.Options{Share: intern.New(), Structs: true, Strings: new(intern.Strings)}
 
 func allTypes(t *testing.T) []reflect.Type {
 	types, err := apischeme.Types()

@@ -60,7 +60,7 @@ func filler(seed int64) *randfill.Filler {
 }
 
 // sharing is the informers' decoding: identical parts shared.
-var sharing = intern.Options{Share: intern.New(), Structs: true}
+var sharing = intern.Options{Share: intern.New(), Structs: true, Strings: new(intern.Strings)}
 
 func TestDifferential(t *testing.T) {
 	for _, newObj := range differentialTypes {

@@ -1,0 +1,103 @@
+package intern
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+func TestStrings(t *testing.T) {
+	var s Strings
+	in := []byte("kube-system")
+	a, found := s.Get(in)
+	if a != "kube-system" || found {
+		t.Fatalf("first Get = %q, %v; want a new copy", a, found)
+	}
+	in[0] = 'X' // Get copied its input
+	if a != "kube-system" {
+		t.Fatalf("the string changed with Get's input: %q", a)
+	}
+	b, found := s.Get([]byte("kube-system"))
+	if !found || unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Fatalf("second Get: found %v, same bytes %v", found, unsafe.StringData(a) == unsafe.StringData(b))
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Get([]byte("kube-system")) }); n != 0 {
+		t.Errorf("a string found costs %v allocations", n)
+	}
+
+	// More strings than slots: every answer is still the string asked
+	// for, whichever slots they fight over.
+	var got []string
+	for i := range 2 * stringSlots {
+		str, _ := s.Get(fmt.Appendf(nil, "value-%d", i))
+		got = append(got, str)
+	}
+	for i, str := range got {
+		if want := fmt.Sprintf("value-%d", i); str != want {
+			t.Fatalf("Get(%q) = %q", want, str)
+		}
+	}
+}
+
+// A string lives as long as what holds it, and no longer: the slot does
+// not keep it.
+func TestStringsDie(t *testing.T) {
+	var s Strings
+	key := []byte("a string nobody keeps")
+	s.Get(key)
+	for i := 0; ; i++ {
+		runtime.GC()
+		if _, found := s.Get(key); !found {
+			return
+		}
+		if i == 100 {
+			t.Fatal("a string that nothing holds is still found after 100 GCs")
+		}
+	}
+}
+
+func TestStringsConcurrent(t *testing.T) {
+	var s Strings
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				want := fmt.Sprintf("v%d", (i+g)%50)
+				if got, _ := s.Get([]byte(want)); got != want {
+					t.Errorf("Get(%q) = %q", want, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// A field whose strings are mostly unique stops being looked up after the
+// warmup; one whose strings repeat goes on.
+func TestOptionsString(t *testing.T) {
+	o := Options{Strings: new(Strings), Stats: &Stats{}}
+	unique, repeated := NewField(), NewField()
+	for i := range 2 * stringWarmup {
+		_, uok := o.String(unique, fmt.Appendf(nil, "uid-%d", i))
+		_, rok := o.String(repeated, fmt.Appendf(nil, "ns-%d", i%3))
+		if i < stringWarmup && !uok || !rok {
+			t.Fatalf("lookup %d: unique looked up %v, repeated %v", i, uok, rok)
+		}
+		if i >= stringWarmup && uok {
+			t.Fatalf("lookup %d: unique strings still looked up after the warmup", i)
+		}
+	}
+	for _, b := range [][]byte{nil, make([]byte, MaxInterned+1)} {
+		if _, ok := o.String(repeated, b); ok {
+			t.Errorf("a string of %d bytes was looked up", len(b))
+		}
+	}
+	if _, ok := (&Options{}).String(repeated, []byte("x")); ok {
+		t.Error("looked up without Strings")
+	}
+}
