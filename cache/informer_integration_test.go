@@ -357,7 +357,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 
 	t.Run("identical parts are shared, and a write to a shared part is caught", func(t *testing.T) {
 		kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "sharing")
-		kubectlIn(t, env.KubeconfigPath, configMaps("sharing", []string{"a", "b", "c"}, "same"), "apply", "-f", "-")
+		kubectlIn(t, env.KubeconfigPath, configMaps("sharing", []string{"a", "b", "c", "d", "e"}, "same"), "apply", "-f", "-")
 		jrc := restWith(t, env.KubeconfigPath, rest.JSON)
 		clients = append(clients, jrc)
 		for _, tc := range []struct {
@@ -390,22 +390,29 @@ func TestInformersAgainstAServer(t *testing.T) {
 				}
 				return cm
 			}
-			// a and c have the same data and labels (parity even).
-			a, c := get("a"), get("c")
-			shared := reflect.ValueOf(a.Data).UnsafePointer() == reflect.ValueOf(c.Data).UnsafePointer() &&
-				reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(c.Labels).UnsafePointer()
+			// All five have the same data; a, c and e the same labels
+			// (parity even). The first object to hold a part holds one
+			// of its own: a part goes to the table when it is met a
+			// second time. So c and e share theirs.
+			c, e := get("c"), get("e")
+			shared := reflect.ValueOf(c.Data).UnsafePointer() == reflect.ValueOf(e.Data).UnsafePointer() &&
+				reflect.ValueOf(c.Labels).UnsafePointer() == reflect.ValueOf(e.Labels).UnsafePointer()
 			if shared != tc.shared {
 				t.Fatalf("%s, sharing %d: data and labels shared: %t, want %t", tc.wire.ContentType(), tc.sharing, shared, tc.shared)
 			}
-			a.Data["v"] = "changed in place" // forbidden: the cache is read-only
+			// The write reaches every object holding c's data.
+			var want []string
+			for _, name := range []string{"a", "b", "c", "d", "e"} {
+				if reflect.ValueOf(get(name).Data).UnsafePointer() == reflect.ValueOf(c.Data).UnsafePointer() {
+					want = append(want, "sharing/"+name)
+				}
+			}
+			if tc.shared && len(want) < 3 || !tc.shared && len(want) != 1 {
+				t.Fatalf("%s, sharing %d: %v hold c's data", tc.wire.ContentType(), tc.sharing, want)
+			}
+			c.Data["v"] = "changed in place" // forbidden: the cache is read-only
 			var me *cache.MutationError
 			err = inf.CheckMutations()
-			want := []string{"sharing/a"}
-			if tc.shared {
-				// All three hold the same data, so the write reached
-				// b and c as well.
-				want = []string{"sharing/a", "sharing/b", "sharing/c"}
-			}
 			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
 				t.Fatalf("%s, sharing %d: CheckMutations = %v, want a MutationError for %v", tc.wire.ContentType(), tc.sharing, err, want)
 			}
@@ -445,23 +452,28 @@ func TestInformersAgainstAServer(t *testing.T) {
 				}
 				return u.Object
 			}
-			a, c := get("a"), get("c")
+			c, e := get("c"), get("e") // as above: the first object met, a, holds its own parts
 			md := func(o map[string]any) map[string]any { return o["metadata"].(map[string]any) }
-			if _, ok := md(a)["managedFields"]; ok {
+			if _, ok := md(c)["managedFields"]; ok {
 				t.Errorf("sharing %d: managedFields cached with DropManagedFields", tc.sharing)
 			}
 			ptr := func(v any) unsafe.Pointer { return reflect.ValueOf(v).UnsafePointer() }
-			shared := ptr(a["data"]) == ptr(c["data"]) && ptr(md(a)["labels"]) == ptr(md(c)["labels"])
+			shared := ptr(c["data"]) == ptr(e["data"]) && ptr(md(c)["labels"]) == ptr(md(e)["labels"])
 			if shared != tc.shared {
 				t.Fatalf("sharing %d: data and labels shared: %t, want %t", tc.sharing, shared, tc.shared)
 			}
-			a["data"].(map[string]any)["v"] = "changed in place" // forbidden: the cache is read-only
+			var want []string // every object holding the data written
+			for _, name := range []string{"a", "b", "c", "d", "e"} {
+				if ptr(get(name)["data"]) == ptr(c["data"]) {
+					want = append(want, "sharing/"+name)
+				}
+			}
+			if tc.shared && len(want) < 3 || !tc.shared && len(want) != 1 {
+				t.Fatalf("sharing %d: %v hold the data of c", tc.sharing, want)
+			}
+			c["data"].(map[string]any)["v"] = "changed in place" // forbidden: the cache is read-only
 			var me *cache.MutationError
 			err := inf.CheckMutations()
-			want := []string{"sharing/a"}
-			if tc.shared {
-				want = []string{"sharing/a", "sharing/b", "sharing/c"}
-			}
 			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
 				t.Fatalf("sharing %d: CheckMutations = %v, want a MutationError for %v", tc.sharing, err, want)
 			}

@@ -35,7 +35,18 @@ type Table struct {
 	shards [shards]shard
 	size   atomic.Int64
 	rm     func(Key) // remove, made once: a cleanup per entry costs no closure
+	// recent remembers the keys of values met lately that the table did
+	// not hold (32 bits of each key, one per slot, the latest wins), so
+	// that a value gets an entry only when it is met a second time. Made
+	// on first use.
+	recent atomic.Pointer[[recentSlots]atomic.Uint32]
 }
+
+// recentSlots is the number of keys Table remembers (256 KB). Values met
+// twice within about this many lookups of misses get an entry; the
+// others, most of them unique, are decoded into their object's own memory
+// and cost the table nothing.
+const recentSlots = 1 << 16
 
 type shard struct {
 	mu sync.Mutex
@@ -102,6 +113,19 @@ func (t *Table) remove(k Key) {
 		t.size.Add(-1)
 	}
 	s.mu.Unlock()
+}
+
+// MetBefore reports whether k was asked about (and missing) recently, and
+// remembers it for the next time. A key of the zero hash is never
+// remembered.
+func (t *Table) MetBefore(k Key) bool {
+	r := t.recent.Load()
+	if r == nil {
+		t.recent.CompareAndSwap(nil, new([recentSlots]atomic.Uint32))
+		r = t.recent.Load()
+	}
+	fp := uint32(k.a^uint64(uintptr(k.typ))) | 1 // of the bytes and the type; never 0, the empty slot
+	return r[k.b%recentSlots].Swap(fp) == fp
 }
 
 // Len returns the number of entries, collected or not yet removed.

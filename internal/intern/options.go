@@ -189,24 +189,51 @@ const (
 // b empty or longer than [MaxInterned], or field's strings mostly
 // unique): the caller copies b itself.
 func (o *Options) String(field Field, b []byte) (string, bool) {
-	if o.Strings == nil || len(b) == 0 || len(b) > MaxInterned {
-		return "", false
-	}
-	if o.Stats == nil {
-		s, _ := o.Strings.Get(b)
-		return s, true
-	}
-	c := o.Stats.of(field)
-	t := c.strTries.Load()
-	if t >= stringWarmup && c.strHits.Load()*stringHitShare < t {
+	c, ok := o.internString(field, b)
+	if !ok {
 		return "", false
 	}
 	s, found := o.Strings.Get(b)
+	c.countString(found)
+	return s, true
+}
+
+// Boxed is String for a string held in an interface (a value of an
+// unstructured object): the interface shares the string's box, and
+// making it allocates nothing.
+func (o *Options) Boxed(field Field, b []byte) (any, bool) {
+	c, ok := o.internString(field, b)
+	if !ok {
+		return nil, false
+	}
+	v, found := o.Strings.Boxed(b)
+	c.countString(found)
+	return v, true
+}
+
+// internString reports whether b is to be looked up in o.Strings, and
+// returns field's counter (nil without Stats).
+func (o *Options) internString(field Field, b []byte) (*counter, bool) {
+	if o.Strings == nil || len(b) == 0 || len(b) > MaxInterned {
+		return nil, false
+	}
+	if o.Stats == nil {
+		return nil, true
+	}
+	c := o.Stats.of(field)
+	t := c.strTries.Load()
+	return c, t < stringWarmup || c.strHits.Load()*stringHitShare >= t
+}
+
+// countString counts a lookup in Strings; c may be nil.
+func (c *counter) countString(found bool) {
+	if c == nil {
+		return
+	}
 	c.strTries.Add(1)
 	if found {
 		c.strHits.Add(1)
 	}
-	return s, true
 }
 
 // FieldSizer returns the Sizer for the string blocks of field's values
@@ -219,17 +246,26 @@ func (o *Options) FieldSizer(field Field) *Sizer {
 	return &o.Stats.of(field).sizer
 }
 
-// Lookup returns k's value in the table, counting the try for field.
-func (o *Options) Lookup(field Field, k Key) unsafe.Pointer {
-	v := o.Share.Get(k)
+// Lookup returns k's value in the table, counting the try for field. When
+// the table has none, put says what the caller does: with put, it decodes
+// a value of its own for the table and puts it there; without, the value
+// has not been met lately (it may be unique), and the caller decodes it as
+// it decodes what is not shared, into the object's own memory, at no cost
+// to the table. A value met again while the table remembers its key
+// counts as found.
+func (o *Options) Lookup(field Field, k Key) (v unsafe.Pointer, put bool) {
+	v = o.Share.Get(k)
+	if v == nil {
+		put = o.Share.MetBefore(k)
+	}
 	if o.Stats != nil {
 		c := o.Stats.of(field)
 		c.tries.Add(1)
-		if v != nil {
+		if v != nil || put {
 			c.hits.Add(1)
 		}
 	}
-	return v
+	return v, put
 }
 
 var timeTypes = map[reflect.Type]bool{

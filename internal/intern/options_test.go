@@ -83,3 +83,27 @@ func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 	}
 	runtime.KeepAlive(v)
 }
+
+// A value is put in the table only when it is met again: the first miss
+// says to decode it in place, the second to put it, and that second
+// meeting counts as found.
+func TestLookupPutsWhatIsMetTwice(t *testing.T) {
+	o := Options{Share: New(), Stats: &Stats{}}
+	f := NewField()
+	k := KeyOf([]byte("a volume"), nil)
+	if v, put := o.Lookup(f, k); v != nil || put {
+		t.Fatalf("first lookup: %v, put %v; want a miss without put", v, put)
+	}
+	if v, put := o.Lookup(f, k); v != nil || !put {
+		t.Fatalf("second lookup: %v, put %v; want a miss with put", v, put)
+	}
+	if c := o.Stats.of(f); c.tries.Load() != 2 || c.hits.Load() != 1 {
+		t.Errorf("counted %d tries, %d found; want 2, 1", c.tries.Load(), c.hits.Load())
+	}
+	v := new([32]byte)
+	o.Share.Put(k, unsafe.Pointer(v))
+	if got, _ := o.Lookup(f, k); got != unsafe.Pointer(v) {
+		t.Error("the value put is not found")
+	}
+	runtime.KeepAlive(v)
+}

@@ -18,8 +18,9 @@ import (
 // bytes. A string may sit in either of two slots that its hash picks. A
 // string lives exactly as long as the objects that hold it; a slot whose
 // string has been collected is reused first, and when both of a new
-// string's slots hold live strings, the first one is taken over. So the memory it takes never grows past the array and
-// its entries, whatever the objects decoded. A string that loses its slot
+// string's slots hold live strings, the first one is taken over. So the
+// memory it takes never grows past the array and its entries, whatever the
+// objects decoded. A string that loses its slot
 // stays correct: the next object to meet it gets a new copy.
 //
 // The zero value is ready to use. Safe for concurrent use.
@@ -37,14 +38,63 @@ const stringSlots = 1 << 14
 const MaxInterned = 128
 
 type stringEntry struct {
-	w weak.Pointer[byte]
-	n int
+	w     weak.Pointer[byte] // the start of the string's allocation
+	n     int
+	boxed bool // the allocation starts with the string's box
 }
+
+// A string is kept in an allocation of at least 16 bytes, so that the
+// runtime never puts it in a block with other small values, which would
+// keep it alive (and its weak pointer valid) as long as they are.
+//
+// A string asked for in an interface ([Strings.Boxed]) is kept boxed: its
+// allocation starts with a string header, the box an interface points at,
+// followed by the bytes. The header points into its own allocation, which
+// holds no other pointer, so the garbage collector has nothing in it to
+// follow and it is allocated as bytes. Unstructured objects' string values
+// then need no box of their own. Other strings are kept without a box,
+// which would cost them 16 bytes each.
+const boxSize = unsafe.Sizeof("")
 
 // Get returns a string equal to b: the copy a slot holds if there is one
 // (found), else a new copy, stored in b's slot. b must be 1 to
 // [MaxInterned] bytes long.
 func (s *Strings) Get(b []byte) (str string, found bool) {
+	p, boxed, found := s.lookup(b, false)
+	if boxed {
+		return *(*string)(p), found
+	}
+	return unsafe.String((*byte)(p), len(b)), found
+}
+
+// Boxed is Get for a string in an interface: the interface points at the
+// string's shared box, and making it allocates nothing once the string is
+// held boxed.
+func (s *Strings) Boxed(b []byte) (v any, found bool) {
+	p, _, found := s.lookup(b, true)
+	return boxed(p), found
+}
+
+// boxed returns an interface holding the string whose box is at box.
+func boxed(box unsafe.Pointer) (v any) {
+	e := (*eface)(unsafe.Pointer(&v))
+	e.typ, e.data = stringType, box
+	return v
+}
+
+type eface struct{ typ, data unsafe.Pointer }
+
+// stringType is the type word of an interface holding a string.
+var stringType = func() unsafe.Pointer {
+	var v any = ""
+	return (*eface)(unsafe.Pointer(&v)).typ
+}()
+
+// lookup returns the allocation that keeps the string equal to b, and
+// whether it starts with a box. With box, the string is kept boxed: one
+// found without a box is copied into a boxed allocation, which takes its
+// slot.
+func (s *Strings) lookup(b []byte, box bool) (p unsafe.Pointer, boxed, found bool) {
 	h := maphash.Bytes(seedA, b)
 	first, second := &s.slots[h%stringSlots], &s.slots[(h>>32)%stringSlots]
 	free := first
@@ -54,20 +104,36 @@ func (s *Strings) Get(b []byte) (str string, found bool) {
 			free = slot
 			continue
 		}
-		p := e.w.Value()
-		if p == nil {
+		q := unsafe.Pointer(e.w.Value())
+		if q == nil {
 			free = slot
 			continue
 		}
-		if e.n == len(b) && bytes.Equal(unsafe.Slice(p, e.n), b) {
-			return unsafe.String(p, e.n), true
+		bytesAt := q
+		if e.boxed {
+			bytesAt = unsafe.Add(q, boxSize)
+		}
+		if e.n == len(b) && bytes.Equal(unsafe.Slice((*byte)(bytesAt), e.n), b) {
+			if e.boxed || !box {
+				return q, e.boxed, true
+			}
+			free = slot // held without a box: a boxed copy replaces it
+			found = true
+			break
 		}
 	}
-	// A copy of its own: at least 16 bytes, so that the runtime never
-	// puts it in a block with other small values, which would keep it
-	// alive (and its weak pointer valid) as long as they are.
-	buf := make([]byte, max(len(b), 16))
-	copy(buf, b)
-	free.Store(&stringEntry{w: weak.Make(&buf[0]), n: len(b)})
-	return unsafe.String(&buf[0], len(b)), false
+	size := uintptr(max(len(b), 16))
+	if box {
+		size += boxSize
+	}
+	buf := make([]byte, size)
+	p = unsafe.Pointer(&buf[0])
+	if box {
+		copy(buf[boxSize:], b)
+		*(*string)(p) = unsafe.String(&buf[boxSize], len(b))
+	} else {
+		copy(buf, b)
+	}
+	free.Store(&stringEntry{w: weak.Make(&buf[0]), n: len(b), boxed: box})
+	return p, box, found
 }

@@ -101,3 +101,43 @@ func TestOptionsString(t *testing.T) {
 		t.Error("looked up without Strings")
 	}
 }
+
+// An interface from Boxed shares the string's box, costs no allocation
+// once the string is held, and keeps the string alive by itself through
+// garbage collections, with nothing else holding it.
+func TestStringsBoxed(t *testing.T) {
+	var s Strings
+	data := func(v any) unsafe.Pointer { return (*eface)(unsafe.Pointer(&v)).data }
+	a, found := s.Boxed([]byte("Available"))
+	if a != "Available" || found {
+		t.Fatalf("first Boxed = %v, %v", a, found)
+	}
+	b, found := s.Boxed([]byte("Available"))
+	if !found || data(a) != data(b) {
+		t.Fatalf("second Boxed: found %v, same box %v", found, data(a) == data(b))
+	}
+	if str, _ := s.Get([]byte("Available")); unsafe.StringData(str) != unsafe.StringData(a.(string)) {
+		t.Error("Get and Boxed hold two copies")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Boxed([]byte("Available")) }); n != 0 {
+		t.Errorf("a boxed string found costs %v allocations", n)
+	}
+
+	var held []any
+	for i := range 1000 {
+		v, _ := s.Boxed(fmt.Appendf(nil, "held-%d", i))
+		held = append(held, v)
+	}
+	s = Strings{} // nothing but the interfaces holds the strings now
+	for range 3 {
+		runtime.GC()
+		for range 1000 { // reuse what was freed, if anything was
+			_ = fmt.Appendf(make([]byte, 0, 32), "garbage-%d", 12345)
+		}
+	}
+	for i, v := range held {
+		if want := fmt.Sprintf("held-%d", i); v != want {
+			t.Fatalf("held %d is %q after GCs, want %q", i, v, want)
+		}
+	}
+}

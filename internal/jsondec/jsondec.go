@@ -119,6 +119,37 @@ type parser struct {
 	// an object's own follow those of the objects it is in), so that
 	// each map is made at its final size and never grows.
 	entries *[]entry
+
+	// local holds parts of this object that it met for the first time
+	// and decoded in place (see shared), so that the same part met again
+	// in this object (a template's labels that repeat the object's own)
+	// is one value, at no cost to the table.
+	local  [4]localPart
+	nLocal int
+}
+
+type localPart struct {
+	k intern.Key
+	v unsafe.Pointer // a map, an array or a struct
+}
+
+// remember records that the part k of this object is at v.
+func (p *parser) remember(k intern.Key, v unsafe.Pointer) {
+	if v == nil {
+		return
+	}
+	p.local[p.nLocal%len(p.local)] = localPart{k, v}
+	p.nLocal++
+}
+
+// recall returns the part k of this object that remember recorded, or nil.
+func (p *parser) recall(k intern.Key) unsafe.Pointer {
+	for _, l := range p.local[:min(p.nLocal, len(p.local))] {
+		if l.k == k {
+			return l.v
+		}
+	}
+	return nil
 }
 
 type entry struct {
@@ -231,7 +262,7 @@ func (p *parser) value(depth int) (interface{}, error) {
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
-		return p.strFor(elemsField)
+		return p.valueFor(elemsField)
 	case c == 't':
 		return true, p.literal("true")
 	case c == 'f':
@@ -306,7 +337,7 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 			}
 			v, err = p.object(depth+1, drop)
 		case p.opts.Strings != nil && p.i < len(p.data) && p.data[p.i] == '"':
-			v, err = p.strFor(intern.Named(k))
+			v, err = p.valueFor(intern.Named(k))
 		case p.opts.Structs && p.opts.Share != nil:
 			v, err = p.sharedValue(k, depth+1)
 		default:
@@ -394,16 +425,43 @@ func (p *parser) strFor(field intern.Field) (string, error) {
 	if p.opts.Strings == nil {
 		return p.str()
 	}
-	start := p.i + 1
-	v, err := p.strView()
-	if err != nil || v == "" || unsafe.StringData(v) != &p.data[start] {
-		return v, err // an error, empty, or a copy of its own (escapes)
+	b, v, err := p.internable()
+	if b == nil {
+		return v, err
 	}
-	b := p.data[start : start+len(v)]
 	if s, ok := p.opts.String(field, b); ok {
 		return s, nil
 	}
 	return p.keep(b), nil
+}
+
+// valueFor is strFor for a string that an interface holds (a value of an
+// unstructured object): one from p.opts.Strings shares its box, so that
+// the interface costs no allocation.
+func (p *parser) valueFor(field intern.Field) (any, error) {
+	if p.opts.Strings == nil {
+		return p.str()
+	}
+	b, v, err := p.internable()
+	if b == nil {
+		return v, err
+	}
+	if s, ok := p.opts.Boxed(field, b); ok {
+		return s, nil
+	}
+	return p.keep(b), nil
+}
+
+// internable reads the string at p.i. It returns its bytes, a view of
+// p.data, when it can be looked up; otherwise the string itself: empty,
+// or a copy of its own (it held escapes), or an error.
+func (p *parser) internable() (b []byte, s string, err error) {
+	start := p.i + 1
+	v, err := p.strView()
+	if err != nil || v == "" || unsafe.StringData(v) != &p.data[start] {
+		return nil, v, err
+	}
+	return p.data[start : start+len(v)], "", nil
 }
 
 // strView is str for a string that is only looked at, never kept: without

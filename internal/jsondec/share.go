@@ -101,7 +101,25 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		return p.into(pl, fp, depth)
 	}
 	k := intern.KeyOf(raw, unsafe.Pointer(pl))
-	v := p.opts.Lookup(f.stat, k)
+	v, put := p.opts.Lookup(f.stat, k)
+	if v == nil {
+		v = p.recall(k)
+	}
+	if v == nil && !put {
+		// Not met lately, and perhaps unique: decoded in place, as a
+		// value that is not shared, and remembered for this object.
+		p.i = start
+		if err := p.into(pl, fp, depth); err != nil {
+			return err
+		}
+		switch f.share {
+		case shareSlice:
+			p.remember(k, (*sliceHeader)(fp).data)
+		case sharePtr, shareMap:
+			p.remember(k, *(*unsafe.Pointer)(fp))
+		}
+		return nil
+	}
 	switch f.share {
 	case shareBlob:
 		if v == nil {
@@ -188,7 +206,18 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	sub := parser{data: raw, opts: p.opts}
 	if raw[0] == '{' {
 		key := intern.KeyOf(raw, mapType)
-		v := p.opts.Lookup(field, key)
+		v, put := p.opts.Lookup(field, key)
+		if v == nil {
+			v = p.recall(key)
+		}
+		if v == nil && !put {
+			p.i = start // not met lately: decoded in place, and remembered
+			m, err := p.object(depth, "")
+			if err == nil {
+				p.remember(key, *(*unsafe.Pointer)(unsafe.Pointer(&m)))
+			}
+			return m, err
+		}
 		if v == nil {
 			sub.sizer = p.opts.FieldSizer(field)
 			m, err := sub.object(depth, "")
@@ -201,7 +230,18 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 		return *(*map[string]any)(unsafe.Pointer(&v)), nil
 	}
 	key := intern.KeyOf(raw, sliceType)
-	v := p.opts.Lookup(field, key)
+	v, put := p.opts.Lookup(field, key)
+	if v == nil {
+		v = p.recall(key)
+	}
+	if v == nil && !put {
+		p.i = start // not met lately: decoded in place, and remembered
+		a, err := p.arrayOf(depth, n)
+		if err == nil && len(a) == n && cap(a) == n {
+			p.remember(key, unsafe.Pointer(unsafe.SliceData(a)))
+		}
+		return a, err
+	}
 	if v == nil {
 		sub.sizer = p.opts.FieldSizer(field)
 		a, err := sub.arrayOf(depth, n) // counted by the skip above

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -56,7 +57,16 @@ func TestSharedParts(t *testing.T) {
 		{"all", intern.Options{Share: intern.New(), Structs: true}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Parts met once are decoded into their object's own memory,
+			// and cost the table no entry; met again, they are put in it.
+			first := decodeWith(t, tc.opts, managedPod("first"))
+			if tc.opts.Share != nil && tc.opts.Share.Len() != 0 {
+				t.Errorf("the first object's parts took %d table entries", tc.opts.Share.Len())
+			}
 			a, b := decodeWith(t, tc.opts, managedPod("a")), decodeWith(t, tc.opts, managedPod("b"))
+			if same(first.Spec.Containers, a.Spec.Containers) || same(first.ManagedFields[0].FieldsV1.Raw, a.ManagedFields[0].FieldsV1.Raw) {
+				t.Error("the first object's parts, decoded in place, are shared")
+			}
 			if a.Name != "a" || b.Name != "b" {
 				t.Fatalf("names %q, %q", a.Name, b.Name)
 			}
@@ -195,6 +205,11 @@ func TestStringsShared(t *testing.T) {
 			if unsafe.StringData(a.Name) == unsafe.StringData(b.Name) {
 				t.Error("two names share bytes")
 			}
+			// An unstructured string value held once is one box, too.
+			box := func(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
+			if same := box(ma["namespace"]) == box(mb["namespace"]); same != tc.same {
+				t.Errorf("unstructured namespace: one box %v, want %v", same, tc.same)
+			}
 		})
 	}
 }
@@ -217,4 +232,45 @@ func decodeObject(t *testing.T, o intern.Options, p *corev1.Pod) map[string]any 
 		t.Fatalf("decoded %v\nwant %v", m, want)
 	}
 	return m
+}
+
+// TestPartsRepeatedInOneObject checks that a part an object repeats (a
+// Deployment's labels, its selector and its template's labels) is one
+// value even when the table has never met it, and costs the table no
+// entry: typed and unstructured.
+func TestPartsRepeatedInOneObject(t *testing.T) {
+	labels := map[string]string{"app": "web", "tier": "front"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", Labels: labels},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}},
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := intern.Options{Share: intern.New(), Structs: true}
+	var got appsv1.Deployment
+	if err := DecodeWith(data, &got, o); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d, &got) {
+		t.Fatalf("decoded %+v", got)
+	}
+	if !sameMap(got.Labels, got.Spec.Selector.MatchLabels) || !sameMap(got.Labels, got.Spec.Template.Labels) {
+		t.Error("typed: the labels an object repeats are not one map")
+	}
+	m, err := ObjectWith(data, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptr := func(v any) unsafe.Pointer { return reflect.ValueOf(v).UnsafePointer() }
+	meta := m["metadata"].(map[string]any)
+	tmeta := m["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)
+	if ptr(meta["labels"]) != ptr(tmeta["labels"]) {
+		t.Error("unstructured: the labels an object repeats are not one map")
+	}
+	if n := o.Share.Len(); n != 0 {
+		t.Errorf("the table took %d entries for parts met in one object only", n)
+	}
 }

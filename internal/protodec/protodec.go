@@ -355,6 +355,11 @@ type decoder struct {
 	sharedFP [16]unsafe.Pointer
 	nShared  int
 
+	// Parts of this object decoded in place on their first meeting
+	// (share.go: remember, recall).
+	local  [4]localPart
+	nLocal int
+
 	arenas     int // string blocks allocated (tests)
 	arenaBytes int // their total size (tests)
 	kept       int // string bytes copied into blocks so far

@@ -32,13 +32,17 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		n, end := runEnd(start, num)
 		run := start[:end]
 		k := intern.KeyOf(run, rtype(f.typ))
+		m, put := d.lookup(f, k)
+		if m == nil {
+			m = d.recall(k)
+		}
 		d.markShared(fp)
-		if m := d.lookup(f, k); m != nil {
+		if m != nil {
 			*(*unsafe.Pointer)(fp) = m
 			return end, nil
 		}
 		*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(f.typ, n).UnsafePointer()
-		sub := d.child(run, f)
+		sub := d.forPart(run, f, put)
 		for rb := run; len(rb) > 0; {
 			_, wt, _, payload, rest, err := next(rb)
 			if err != nil {
@@ -52,8 +56,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			}
 			rb = rest
 		}
-		sub.learn()
-		*(*unsafe.Pointer)(fp) = d.opts.Share.Put(k, *(*unsafe.Pointer)(fp))
+		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, *(*unsafe.Pointer)(fp), put)
 		return end, nil
 
 	case f.rep && f.kind == kMessage && p != d.root && (*sliceHeader)(fp).len == 0:
@@ -65,12 +68,16 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		run := start[:end]
 		k := intern.KeyOf(run, rtype(f.typ)) // the slice type: a run never meets a pointer to one element
 		h := (*sliceHeader)(fp)
-		if a := d.lookup(f, k); a != nil {
+		a, put := d.lookup(f, k)
+		if a == nil {
+			a = d.recall(k)
+		}
+		if a != nil {
 			h.data, h.len, h.cap = a, n, n
 			return end, nil
 		}
-		a := newArray(f.elem, n)
-		sub := d.child(run, f)
+		a = newArray(f.elem, n)
+		sub := d.forPart(run, f, put)
 		rb := run
 		for i := range n {
 			_, wt, _, payload, rest, err := next(rb)
@@ -85,25 +92,27 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			}
 			rb = rest
 		}
-		sub.learn()
-		h.data, h.len, h.cap = d.opts.Share.Put(k, a), n, n
+		h.data, h.len, h.cap = d.keepPart(sub, k, a, put), n, n
 		return end, nil
 
 	case f.ptr && f.kind == kMessage && *(*unsafe.Pointer)(fp) == nil && f.elem.Size() >= minShared && d.canShare():
 		end := fieldLen
 		k := intern.KeyOf(data, rtype(f.elem))
+		v, put := d.lookup(f, k)
+		if v == nil {
+			v = d.recall(k)
+		}
 		d.markShared(fp)
-		if v := d.lookup(f, k); v != nil {
+		if v != nil {
 			*(*unsafe.Pointer)(fp) = v
 			return end, nil
 		}
-		v := unsafe_New(rtype(f.elem))
-		sub := d.child(data, f)
+		v = unsafe_New(rtype(f.elem))
+		sub := d.forPart(data, f, put)
 		if err := sub.message(f.sub, data, v); err != nil {
 			return 0, err
 		}
-		sub.learn()
-		*(*unsafe.Pointer)(fp) = d.opts.Share.Put(k, v)
+		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, v, put)
 		return end, nil
 	}
 	return 0, nil
@@ -140,17 +149,69 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 		return append([]byte{}, data...)
 	}
 	k := intern.KeyOf(data, rtype(bytesType))
-	if p := d.lookup(f, k); p != nil {
+	p, put := d.lookup(f, k)
+	if p != nil {
 		return unsafe.Slice((*byte)(p), len(data))
+	}
+	if !put {
+		return append([]byte{}, data...) // not met lately
 	}
 	c := make([]byte, len(data))
 	copy(c, data)
 	return unsafe.Slice((*byte)(d.opts.Share.Put(k, unsafe.Pointer(&c[0]))), len(data))
 }
 
-// lookup returns k's value in the table, counting the try for f.
-func (d *decoder) lookup(f *field, k intern.Key) unsafe.Pointer {
+// lookup returns k's value in the table, counting the try for f, and
+// whether the caller is to put a value of its own there on a miss (see
+// intern.Options.Lookup).
+func (d *decoder) lookup(f *field, k intern.Key) (unsafe.Pointer, bool) {
 	return d.opts.Lookup(f.stat, k)
+}
+
+// forPart returns the decoder of a part of f: with put, a child (the part
+// goes to the table); without, d itself, since the part, met for the first
+// time lately, is the object's own.
+func (d *decoder) forPart(data []byte, f *field, put bool) *decoder {
+	if !put {
+		return d
+	}
+	sub := d.child(data, f)
+	return &sub
+}
+
+// keepPart returns the part v, with key k, that dec decoded: put in the
+// table with put, else remembered as the object's own (see recall).
+func (d *decoder) keepPart(dec *decoder, k intern.Key, v unsafe.Pointer, put bool) unsafe.Pointer {
+	if put {
+		dec.learn()
+		return d.opts.Share.Put(k, v)
+	}
+	d.remember(k, v)
+	return v
+}
+
+// remember records that the part k of this object, decoded in place, is
+// at v, so that the same part met again in this object (a template's
+// labels that repeat the object's own) is one value, at no cost to the
+// table.
+func (d *decoder) remember(k intern.Key, v unsafe.Pointer) {
+	d.local[d.nLocal%len(d.local)] = localPart{k, v}
+	d.nLocal++
+}
+
+// recall returns the part k of this object that remember recorded, or nil.
+func (d *decoder) recall(k intern.Key) unsafe.Pointer {
+	for _, l := range d.local[:min(d.nLocal, len(d.local))] {
+		if l.k == k {
+			return l.v
+		}
+	}
+	return nil
+}
+
+type localPart struct {
+	k intern.Key
+	v unsafe.Pointer // a map, an array or a struct
 }
 
 // child returns a decoder for a value of f that may be shared: its

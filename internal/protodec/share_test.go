@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -54,8 +55,17 @@ func TestSharing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Parts met once are decoded into their object's own memory,
+			// and cost the table no entry; met again, they are put in it.
+			first := decodeShared(t, tc.opts, managedPod("first"))
+			if tc.opts.Share != nil && tc.opts.Share.Len() != 0 {
+				t.Errorf("the first object's parts took %d table entries", tc.opts.Share.Len())
+			}
 			a := decodeShared(t, tc.opts, managedPod("a"))
 			b := decodeShared(t, tc.opts, managedPod("b"))
+			if &first.Spec.Containers[0] == &a.Spec.Containers[0] || unsafe.SliceData(first.ManagedFields[0].FieldsV1.Raw) == unsafe.SliceData(a.ManagedFields[0].FieldsV1.Raw) {
+				t.Error("the first object's parts, decoded in place, are shared")
+			}
 			if same := &a.Spec.Containers[0] == &b.Spec.Containers[0]; same != tc.structs {
 				t.Errorf("containers shared: %t, want %t", same, tc.structs)
 			}
@@ -85,6 +95,7 @@ func TestSharing(t *testing.T) {
 // keep alive the block that holds a's name.
 func TestSharedValuesDoNotKeepTheirFirstObject(t *testing.T) {
 	o := intern.Options{Share: intern.New(), Structs: true}
+	decodeShared(t, o, managedPod("first")) // met once: not put in the table
 	a := decodeShared(t, o, managedPod("a"))
 	b := decodeShared(t, o, managedPod("b"))
 	if &a.Spec.Containers[0] != &b.Spec.Containers[0] {
@@ -222,5 +233,39 @@ func TestStringsShared(t *testing.T) {
 				t.Error("two names share bytes")
 			}
 		})
+	}
+}
+
+// TestPartsRepeatedInOneObject checks that a part an object repeats (a
+// Deployment's labels and its template's) is one value
+// even when the table has never met it, and costs the table no entry.
+func TestPartsRepeatedInOneObject(t *testing.T) {
+	labels := map[string]string{"app": "web", "tier": "front"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", Labels: labels},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}},
+	}
+	data, err := d.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := intern.Options{Share: intern.New(), Structs: true}
+	var got appsv1.Deployment
+	if err := UnmarshalWith(data, &got, o); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d, &got) {
+		t.Fatalf("decoded %+v", got)
+	}
+	ptr := func(m map[string]string) unsafe.Pointer { return reflect.ValueOf(m).UnsafePointer() }
+	// A part is known by its encoding, field numbers included: the
+	// selector's labels (field 1 of a LabelSelector) are not the
+	// metadata's (field 11 of an ObjectMeta).
+	if ptr(got.Labels) != ptr(got.Spec.Template.Labels) {
+		t.Error("the labels an object repeats are not one map")
+	}
+	if n := o.Share.Len(); n != 0 {
+		t.Errorf("the table took %d entries for parts met in one object only", n)
 	}
 }
