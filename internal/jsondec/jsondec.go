@@ -124,8 +124,12 @@ type parser struct {
 	// and decoded in place (see shared), so that the same part met again
 	// in this object (a template's labels that repeat the object's own)
 	// is one value, at no cost to the table.
-	local  [4]localPart
+	local  [16]localPart
 	nLocal int
+
+	// next names the strings of the slice or map about to be decoded,
+	// for Strings' counts: set by a struct field (see take).
+	next fieldStrings
 }
 
 type localPart struct {

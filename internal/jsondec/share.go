@@ -141,7 +141,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			// its own, so that the shared value never keeps the text of
 			// the object it was first decoded for alive.
 			h.data, h.len, h.cap = newArray(pl.elem.typ, n), 0, n
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat)}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat), next: p.next}
 			if err := sub.slice(pl, fp, depth); err != nil {
 				return err
 			}
@@ -156,7 +156,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	case sharePtr:
 		if v == nil {
 			obj := reflect.New(pl.elem.typ).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat)}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat), next: p.next}
 			if err := sub.into(pl.elem, obj, depth); err != nil {
 				return err
 			}
@@ -168,7 +168,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	default: // shareMap
 		if v == nil {
 			*(*unsafe.Pointer)(fp) = reflect.MakeMapWithSize(pl.typ, n).UnsafePointer()
-			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat)}
+			sub := parser{data: raw, opts: p.opts, sizer: p.opts.FieldSizer(f.stat), next: p.next}
 			if err := sub.mapInto(pl, fp, depth); err != nil {
 				return err
 			}

@@ -75,6 +75,30 @@ type tfield struct {
 	plan  *tplan
 	share shareKind    // how the field's values are shared (share.go)
 	stat  intern.Field // names the field for the table's lookup counts
+	// strs and keys name the strings in the field's slice or map (the
+	// map's values, and its keys), for Strings' lookup counts: the
+	// labels of an object and the data of a ConfigMap, say, which are
+	// both a map[string]string, are counted apart.
+	strs, keys intern.Field
+}
+
+// fieldStrings hands a struct field's names for its strings (tfield.strs,
+// keys) to the slice or map decoded next: see parser.next.
+type fieldStrings struct {
+	set        bool
+	strs, keys intern.Field
+}
+
+// take returns the names of the strings in the slice or map of plan pl
+// being decoded: its struct field's, when the field handed them over,
+// else pl's own.
+func (p *parser) take(pl *tplan) (strs, keys intern.Field) {
+	if p.next.set {
+		strs, keys = p.next.strs, p.next.keys
+		p.next = fieldStrings{}
+		return strs, keys
+	}
+	return pl.strs, pl.keys
 }
 
 var tplans sync.Map // reflect.Type → *tplan
@@ -248,7 +272,7 @@ func addFields(p *tplan, t reflect.Type, building map[reflect.Type]*tplan) error
 				continue // a shallower field wins
 			}
 			depth[name] = cur.depth
-			p.fields[name] = &tfield{off: cur.off + sf.Offset, plan: tbuild(sf.Type, building), stat: intern.NewField()}
+			p.fields[name] = &tfield{off: cur.off + sf.Offset, plan: tbuild(sf.Type, building), stat: intern.NewField(), strs: intern.NewField(), keys: intern.NewField()}
 		}
 	}
 	return nil
@@ -667,6 +691,7 @@ type sliceHeader struct {
 }
 
 func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	strs, _ := p.take(pl)
 	if depth >= maxDepth {
 		return p.errf("exceeded max depth")
 	}
@@ -720,7 +745,7 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			p.hasItems = true
 			sub.learn()
 		} else if pl.elem.kind == tString {
-			if err := p.stringInto(pl.elem, ep, pl.strs, depth+1); err != nil {
+			if err := p.stringInto(pl.elem, ep, strs, depth+1); err != nil {
 				return err
 			}
 		} else if err := p.into(pl.elem, ep, depth+1); err != nil {
@@ -843,6 +868,9 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		}
 		if f, ok := pl.fields[k]; ok {
 			fp := unsafe.Add(ptr, f.off)
+			if p.opts.Strings != nil && (f.plan.kind == tMap || f.plan.kind == tSlice) {
+				p.next = fieldStrings{true, f.strs, f.keys}
+			}
 			switch {
 			case p.opts.SkipManagedFields && pl.typ == objectMetaType && k == "managedFields":
 				_, err = p.skipValue(depth + 1)
@@ -856,6 +884,7 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		} else {
 			_, err = p.skipValue(depth + 1)
 		}
+		p.next = fieldStrings{} // not taken if the value was null
 		if err != nil {
 			return err
 		}
@@ -866,6 +895,7 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 }
 
 func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	strs, keys := p.take(pl)
 	mp := (*unsafe.Pointer)(ptr)
 	if *mp == nil {
 		*mp = reflect.MakeMap(pl.typ).UnsafePointer()
@@ -880,7 +910,7 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		v = reflect.New(pl.elem.typ) // reused: the map copies values in
 	}
 	for {
-		k, err := p.mapKey(pl.keys)
+		k, err := p.mapKey(keys)
 		if err != nil {
 			return err
 		}
@@ -888,7 +918,7 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			// String-kind keys and values share map[string]string's
 			// layout and hash.
 			var v string
-			if err := p.stringInto(pl.elem, unsafe.Pointer(&v), pl.strs, depth+1); err != nil {
+			if err := p.stringInto(pl.elem, unsafe.Pointer(&v), strs, depth+1); err != nil {
 				return err
 			}
 			(*(*map[string]string)(ptr))[k] = v

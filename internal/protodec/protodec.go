@@ -357,7 +357,7 @@ type decoder struct {
 
 	// Parts of this object decoded in place on their first meeting
 	// (share.go: remember, recall).
-	local  [4]localPart
+	local  [16]localPart
 	nLocal int
 
 	arenas     int // string blocks allocated (tests)
