@@ -11,7 +11,11 @@ import (
 // (the Pods of one workload, say) then hold one copy of their containers,
 // volumes, labels and managed fields between them, and the cache needs a
 // fraction of the memory. Shared parts live as long as the last object
-// that uses them.
+// that uses them. The first object to hold a part keeps a copy of its own:
+// a part goes to the sharing table when it is met a second time, so that
+// parts found in one object only cost the table nothing. A part that one
+// object repeats, such as a template's labels that are the object's own,
+// is one value within that object.
 //
 // Sharing applies to the objects that Loom's own decoders read through
 // Loom's rest client: typed objects from the protobuf wire or from JSON,

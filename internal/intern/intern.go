@@ -116,8 +116,10 @@ func (t *Table) remove(k Key) {
 }
 
 // MetBefore reports whether k was asked about (and missing) recently, and
-// remembers it for the next time. A key of the zero hash is never
-// remembered.
+// remembers it for the next time. It can be wrong either way, rarely: a
+// key forgotten (its slot taken by another) is met anew, and two keys
+// with the same 32 bits in one slot pass for each other; either costs a
+// copy more or an entry more, never a wrong value.
 func (t *Table) MetBefore(k Key) bool {
 	r := t.recent.Load()
 	if r == nil {

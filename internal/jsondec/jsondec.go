@@ -101,7 +101,6 @@ type parser struct {
 	data  []byte
 	arena []byte // the current block strings are copied into
 	i     int
-	key   string // scratch for map keys of named string types
 	opts  intern.Options
 
 	kept   int // string bytes copied into blocks so far
@@ -123,8 +122,10 @@ type parser struct {
 	// local holds parts of this object that it met for the first time
 	// and decoded in place (see shared), so that the same part met again
 	// in this object (a template's labels that repeat the object's own)
-	// is one value, at no cost to the table.
-	local  [16]localPart
+	// is one value, at no cost to the table. Taken from localPool when
+	// first needed (a parser is often on the heap: it should stay small),
+	// and given back by learn, when the object is done.
+	local  *[16]localPart
 	nLocal int
 
 	// next names the strings of the slice or map about to be decoded,
@@ -137,10 +138,15 @@ type localPart struct {
 	v unsafe.Pointer // a map, an array or a struct
 }
 
+var localPool = sync.Pool{New: func() any { return new([16]localPart) }}
+
 // remember records that the part k of this object is at v.
 func (p *parser) remember(k intern.Key, v unsafe.Pointer) {
 	if v == nil {
 		return
+	}
+	if p.local == nil {
+		p.local, p.nLocal = localPool.Get().(*[16]localPart), 0
 	}
 	p.local[p.nLocal%len(p.local)] = localPart{k, v}
 	p.nLocal++
@@ -148,12 +154,24 @@ func (p *parser) remember(k intern.Key, v unsafe.Pointer) {
 
 // recall returns the part k of this object that remember recorded, or nil.
 func (p *parser) recall(k intern.Key) unsafe.Pointer {
+	if p.local == nil {
+		return nil
+	}
 	for _, l := range p.local[:min(p.nLocal, len(p.local))] {
 		if l.k == k {
 			return l.v
 		}
 	}
 	return nil
+}
+
+// forget gives the parts remember recorded back to the pool.
+func (p *parser) forget() {
+	if p.local != nil {
+		clear(p.local[:]) // the pool must not keep the parts alive
+		localPool.Put(p.local)
+		p.local, p.nLocal = nil, 0
+	}
 }
 
 type entry struct {
@@ -167,6 +185,7 @@ var entryPool = sync.Pool{New: func() any { return new([]entry) }}
 // learn tells the sizer what this object kept. A list's parser, whose
 // items had parsers of their own, has nothing to teach.
 func (p *parser) learn() {
+	p.forget()
 	if !p.hasItems {
 		p.sizer.Learn(len(p.data), p.kept)
 	}

@@ -905,9 +905,11 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		return err
 	}
 	var m, v reflect.Value
+	var key *string
 	if !pl.strMap {
 		m = reflect.NewAt(pl.typ, ptr).Elem()
-		v = reflect.New(pl.elem.typ) // reused: the map copies values in
+		v = reflect.New(pl.elem.typ) // reused: the map copies keys and values in
+		key = new(string)
 	}
 	for {
 		k, err := p.mapKey(keys)
@@ -927,8 +929,8 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 			if err := p.into(pl.elem, v.UnsafePointer(), depth+1); err != nil {
 				return err
 			}
-			p.key = k
-			m.SetMapIndex(reflect.NewAt(pl.typ.Key(), unsafe.Pointer(&p.key)).Elem(), v.Elem())
+			*key = k
+			m.SetMapIndex(reflect.NewAt(pl.typ.Key(), unsafe.Pointer(key)).Elem(), v.Elem())
 		}
 		if done, err := p.objectNext(); err != nil || done {
 			return err
