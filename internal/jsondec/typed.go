@@ -771,11 +771,12 @@ func (p *parser) objectStart(depth int) (empty bool, err error) {
 	return false, nil
 }
 
-// objectKey reads a key and the ':' after it. With keep, the key is
-// copied into the object's string block (a map's key, which the object
-// holds); without it, the key is a view of the input, valid only while
-// the input is (a struct's field name, which is only looked up).
-func (p *parser) objectKey(keep bool) (string, error) {
+// objectKey reads a key and the ':' after it. A struct's field name
+// (keep false) is only looked up: it is a view of the input, valid only
+// while the input is. A map's key (keep true) is the map's to hold: from
+// p.opts.Strings when field's strings are still looked up there, else
+// copied into the object's string block.
+func (p *parser) objectKey(keep bool, field intern.Field) (string, error) {
 	p.skipSpace()
 	if p.i >= len(p.data) || p.data[p.i] != '"' {
 		return "", p.errf("expected a string for an object key")
@@ -783,32 +784,10 @@ func (p *parser) objectKey(keep bool) (string, error) {
 	var k string
 	var err error
 	if keep {
-		k, err = p.str()
+		k, err = p.strFor(field)
 	} else {
 		k, err = p.strView()
 	}
-	if err != nil {
-		return "", err
-	}
-	p.skipSpace()
-	if p.i >= len(p.data) || p.data[p.i] != ':' {
-		return "", p.errf("expected ':' after object key")
-	}
-	p.i++
-	return k, nil
-}
-
-// mapKey reads a map's key (field names its keys for Strings' counts)
-// and the ':' after it.
-func (p *parser) mapKey(field intern.Field) (string, error) {
-	if p.opts.Strings == nil {
-		return p.objectKey(true)
-	}
-	p.skipSpace()
-	if p.i >= len(p.data) || p.data[p.i] != '"' {
-		return "", p.errf("expected a string for an object key")
-	}
-	k, err := p.strFor(field)
 	if err != nil {
 		return "", err
 	}
@@ -862,7 +841,7 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		return err
 	}
 	for {
-		k, err := p.objectKey(false)
+		k, err := p.objectKey(false, intern.Field{})
 		if err != nil {
 			return err
 		}
@@ -912,7 +891,7 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		key = new(string)
 	}
 	for {
-		k, err := p.mapKey(keys)
+		k, err := p.objectKey(true, keys)
 		if err != nil {
 			return err
 		}
