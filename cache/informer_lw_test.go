@@ -111,11 +111,17 @@ func (r *recorder) OnDelete(obj *corev1.ConfigMap, unknown bool) {
 	r.ch <- fmt.Sprintf("delete %s rv=%s unknown=%v", obj.Name, obj.ResourceVersion, unknown)
 }
 
-// next reads n calls.
+// next reads n calls. It panics, naming the calls it did read, if one
+// is missing for a minute: a lost call fails the test at once rather
+// than when the test binary times out.
 func (r *recorder) next(n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = <-r.ch
+		select {
+		case out[i] = <-r.ch:
+		case <-time.After(time.Minute):
+			panic(fmt.Sprintf("recorder: call %d of %d never came; read %q", i+1, n, out[:i]))
+		}
 	}
 	return out
 }

@@ -259,6 +259,9 @@ func testInformerResyncIsPerHandler(t *testing.T, hopts cache.HandlerOptions) {
 	run(t, inf)
 	minutely.next(2)
 	never.next(2)
+	// A resync before the informer has synced does nothing, and the
+	// informer marks itself synced only after queuing the first list.
+	eventually(inf.HasSynced)
 	eventually(func() bool { return fake.Waiters() == 1 }) // the minutely handler's timer
 
 	fake.Step(time.Minute)
@@ -463,6 +466,7 @@ func TestInformerResyncSkipsWhileBehind(t *testing.T) {
 	}
 	run(t, inf)
 	rec.next(2)
+	eventually(inf.HasSynced) // an earlier resync would do nothing
 	eventually(func() bool { return fake.Waiters() == 1 })
 	fake.Step(time.Minute) // resync 1: two updates queued
 	<-entered
