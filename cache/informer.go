@@ -165,15 +165,18 @@ type Informer[T client.Object] struct {
 	exitErr  error           // why Start returned, once it has
 	nextID   atomic.Int64    // numbers handlers
 
-	// inline holds the calls to inline handlers that process queued for
-	// the key it just applied. The popping goroutine makes them once Pop
-	// has returned, with no lock held, so that a slow inline handler
-	// holds up neither the reflector (which keeps filling the DeltaFIFO)
-	// nor readers of the informer. Only the popping goroutine uses it.
+	// inline holds the notifications that process made for the key it
+	// just applied. The popping goroutine delivers them once Pop has
+	// returned, with no lock held: first the calls to inline handlers,
+	// so that a slow inline handler holds up neither the reflector
+	// (which keeps filling the DeltaFIFO) nor readers of the informer;
+	// then the other handlers' notifications go to their buffers, so
+	// that an inline handler has seen a change before any handler with
+	// a goroutine of its own can. Only the popping goroutine uses it.
 	inline []inlineCall[T]
 }
 
-// inlineCall is one call to make to an inline handler.
+// inlineCall is one notification to deliver to a handler.
 type inlineCall[T client.Object] struct {
 	l *listener[T]
 	n notification[T]
@@ -468,15 +471,18 @@ func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
 	return errors.Join(errs...)
 }
 
-// notify queues n to every handler: to the buffer of each handler with a
-// goroutine, and to i.inline for inline ones, which callInline calls once
-// the locks are released. The caller holds mu. It drops inline handlers
-// that were removed (see remove).
+// notify queues n to every handler, on i.inline, which callInline
+// delivers once the locks are released. The caller holds mu. It drops
+// inline handlers that were removed (see remove).
 func (i *Informer[T]) notify(n notification[T]) {
 	removed := false
 	for _, l := range i.handlers {
 		if !l.inline {
-			l.push(n)
+			// Counted as queued now, under mu, so that a handler's sync
+			// target (see checkSynced) includes it.
+			if l.reserve() {
+				i.inline = append(i.inline, inlineCall[T]{l, n})
+			}
 			continue
 		}
 		if l.reserve() {
@@ -490,11 +496,20 @@ func (i *Informer[T]) notify(n notification[T]) {
 	}
 }
 
-// callInline makes the inline handler calls the last Pop queued, in order,
-// holding no lock of the informer or its DeltaFIFO.
+// callInline delivers the notifications the last Pop queued, holding no
+// lock of the informer or its DeltaFIFO: first the calls to inline
+// handlers, in order, then the other handlers' notifications, to their
+// buffers.
 func (i *Informer[T]) callInline() {
+	for _, c := range i.inline {
+		if c.l.inline {
+			c.l.callReserved(c.n)
+		}
+	}
 	for n, c := range i.inline {
-		c.l.callReserved(c.n)
+		if !c.l.inline {
+			c.l.pushReserved(c.n)
+		}
 		i.inline[n] = inlineCall[T]{} // drop the references
 	}
 	i.inline = i.inline[:0]

@@ -304,19 +304,28 @@ type listener[T client.Object] struct {
 	stopped    bool
 }
 
-// push queues n.
-func (l *listener[T]) push(n notification[T]) {
-	l.mu.Lock()
-	l.pushLocked(n)
-	l.mu.Unlock()
-}
-
+// pushLocked queues n. The caller holds l.mu.
 func (l *listener[T]) pushLocked(n notification[T]) {
 	if l.stopped {
 		return
 	}
-	l.buf = append(l.buf, n)
 	l.queued++
+	l.appendLocked(n)
+}
+
+// pushReserved queues n, which reserve has counted.
+func (l *listener[T]) pushReserved(n notification[T]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.appendLocked(n)
+	}
+}
+
+// appendLocked adds n to the buffer, waking the handler's goroutine if
+// the buffer was empty.
+func (l *listener[T]) appendLocked(n notification[T]) {
+	l.buf = append(l.buf, n)
 	if len(l.buf)-l.head == 1 {
 		select {
 		case l.wake <- struct{}{}:
@@ -455,9 +464,9 @@ func (l *listener[T]) deliver(n notification[T]) bool {
 	return !l.isStopped()
 }
 
-// reserve counts a call to an inline handler as queued, unless it was
-// removed: the call must follow, by callReserved. It reports whether l is
-// in service.
+// reserve counts a notification as queued, unless l was removed: it must
+// follow, by callReserved for an inline handler or pushReserved for
+// another. It reports whether l is in service.
 func (l *listener[T]) reserve() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
