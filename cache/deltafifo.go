@@ -57,8 +57,7 @@ type DeltaFIFO[T any] struct {
 	mu      sync.Mutex
 	items   map[string][]Delta[T] // pending deltas per key; never empty
 	queue   []string              // keys of items, oldest first
-	waiters int                   // Pops waiting for an item
-	wake    chan struct{}         // closed when an item is queued and waiters > 0
+	waiting waitList              // Pops waiting for an item
 	closed  bool
 	done    chan struct{} // closed by Close
 
@@ -76,7 +75,7 @@ func NewDeltaFIFO[T any](opts DeltaFIFOOptions[T]) *DeltaFIFO[T] {
 		keyFunc: defaultKeyFunc(opts.KeyFunc),
 		known:   opts.KnownObjects,
 		items:   map[string][]Delta[T]{},
-		wake:    make(chan struct{}),
+		waiting: newWaitList(),
 		done:    make(chan struct{}),
 	}
 }
@@ -127,10 +126,7 @@ func (f *DeltaFIFO[T]) queueDelta(key string, d Delta[T]) {
 	}
 	f.items[key] = []Delta[T]{d}
 	f.queue = append(f.queue, key)
-	if f.waiters > 0 {
-		close(f.wake)
-		f.wake = make(chan struct{})
-	}
+	f.waiting.notify()
 }
 
 // Replace records a full list: a Replaced delta per object in objs, and a
@@ -307,7 +303,7 @@ func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas 
 			f.mu.Unlock()
 			return ErrClosed
 		}
-		if err := wait(ctx, &f.mu, &f.waiters, f.wake, f.done); err != nil {
+		if err := f.waiting.wait(ctx, &f.mu, f.done); err != nil {
 			f.mu.Unlock()
 			return err
 		}
@@ -316,6 +312,9 @@ func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas 
 	key := f.queue[0]
 	f.queue[0] = ""
 	f.queue = f.queue[1:]
+	if len(f.queue) > 0 {
+		f.waiting.notify()
+	}
 	deltas := f.items[key]
 	delete(f.items, key)
 	if f.initial > 0 {

@@ -34,8 +34,7 @@ type FIFO[T any] struct {
 	mu      sync.Mutex
 	items   map[string]T
 	queue   []string // keys of items, oldest first
-	waiters int
-	wake    chan struct{}
+	waiting waitList
 	closed  bool
 	done    chan struct{}
 }
@@ -47,7 +46,7 @@ func NewFIFO[T any](opts FIFOOptions[T]) *FIFO[T] {
 	return &FIFO[T]{
 		keyFunc: defaultKeyFunc(opts.KeyFunc),
 		items:   map[string]T{},
-		wake:    make(chan struct{}),
+		waiting: newWaitList(),
 		done:    make(chan struct{}),
 	}
 }
@@ -71,10 +70,7 @@ func (q *FIFO[T]) Add(obj T) error {
 func (q *FIFO[T]) put(key string, obj T) {
 	if _, ok := q.items[key]; !ok {
 		q.queue = append(q.queue, key)
-		if q.waiters > 0 {
-			close(q.wake)
-			q.wake = make(chan struct{})
-		}
+		q.waiting.notify()
 	}
 	q.items[key] = obj
 }
@@ -140,31 +136,59 @@ func (q *FIFO[T]) Pop(ctx context.Context) (T, error) {
 		if q.closed {
 			return zero, ErrClosed
 		}
-		if err := wait(ctx, &q.mu, &q.waiters, q.wake, q.done); err != nil {
+		if err := q.waiting.wait(ctx, &q.mu, q.done); err != nil {
 			return zero, err
 		}
 	}
 	key := q.queue[0]
 	q.queue[0] = ""
 	q.queue = q.queue[1:]
+	if len(q.queue) > 0 {
+		q.waiting.notify()
+	}
 	obj := q.items[key]
 	delete(q.items, key)
 	return obj, nil
 }
 
-// wait unlocks mu, waits for wake, done or ctx, and locks mu again.
-func wait(ctx context.Context, mu *sync.Mutex, waiters *int, wake, done <-chan struct{}) error {
-	*waiters++
+// waitList is where the Pops of a queue wait for an item. Its channel
+// has one slot, and holds a token when a Pop may go on. Whoever queues an
+// item while Pops wait leaves a token; a Pop that takes an item and
+// leaves more behind passes a token on, so that every item wakes a Pop
+// in turn. Unlike a channel closed and made anew on each wake-up, it
+// makes no garbage. A Pop that finds a token and no item waits again.
+// The queue's mutex guards waiters.
+type waitList struct {
+	waiters int
+	wake    chan struct{}
+}
+
+func newWaitList() waitList { return waitList{wake: make(chan struct{}, 1)} }
+
+// notify lets a waiting Pop go on, if there is one. The caller holds the
+// queue's mutex.
+func (w *waitList) notify() {
+	if w.waiters > 0 {
+		select {
+		case w.wake <- struct{}{}:
+		default: // a token is there already
+		}
+	}
+}
+
+// wait unlocks mu, waits for a token, done or ctx, and locks mu again.
+func (w *waitList) wait(ctx context.Context, mu *sync.Mutex, done <-chan struct{}) error {
+	w.waiters++
 	mu.Unlock()
 	var err error
 	select {
-	case <-wake:
+	case <-w.wake:
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
 	mu.Lock()
-	*waiters--
+	w.waiters--
 	return err
 }
 

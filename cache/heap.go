@@ -35,8 +35,7 @@ type Heap[T any] struct {
 
 	mu      sync.Mutex
 	h       heapData[T]
-	waiters int
-	wake    chan struct{}
+	waiting waitList
 	closed  bool
 	done    chan struct{}
 }
@@ -85,7 +84,7 @@ var _ ReadWriter[int] = (*Heap[int])(nil)
 func NewHeap[T any](opts HeapOptions[T]) *Heap[T] {
 	h := &Heap[T]{
 		keyFunc: defaultKeyFunc(opts.KeyFunc),
-		wake:    make(chan struct{}),
+		waiting: newWaitList(),
 		done:    make(chan struct{}),
 	}
 	h.h.less = opts.Less
@@ -112,10 +111,7 @@ func (h *Heap[T]) Add(obj T) error {
 		return nil
 	}
 	heap.Push(&h.h, heapEntry[T]{key: key, obj: obj})
-	if h.waiters > 0 {
-		close(h.wake)
-		h.wake = make(chan struct{})
-	}
+	h.waiting.notify()
 	return nil
 }
 
@@ -164,9 +160,8 @@ func (h *Heap[T]) Replace(objs []T) error {
 	}
 	h.h.entries, h.h.pos = entries, pos
 	heap.Init(&h.h)
-	if len(entries) > 0 && h.waiters > 0 {
-		close(h.wake)
-		h.wake = make(chan struct{})
+	if len(entries) > 0 {
+		h.waiting.notify()
 	}
 	return nil
 }
@@ -185,11 +180,15 @@ func (h *Heap[T]) Pop(ctx context.Context) (T, error) {
 		if h.closed {
 			return zero, ErrClosed
 		}
-		if err := wait(ctx, &h.mu, &h.waiters, h.wake, h.done); err != nil {
+		if err := h.waiting.wait(ctx, &h.mu, h.done); err != nil {
 			return zero, err
 		}
 	}
-	return heap.Pop(&h.h).(heapEntry[T]).obj, nil
+	obj := heap.Pop(&h.h).(heapEntry[T]).obj
+	if h.h.Len() > 0 {
+		h.waiting.notify()
+	}
+	return obj, nil
 }
 
 // Peek returns the least object without removing it, and whether there
