@@ -875,6 +875,9 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 
 func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 	strs, keys := p.take(pl)
+	if pl.strMap {
+		return p.strMapInto(pl, ptr, strs, keys, depth)
+	}
 	mp := (*unsafe.Pointer)(ptr)
 	if *mp == nil {
 		*mp = reflect.MakeMap(pl.typ).UnsafePointer()
@@ -883,36 +886,81 @@ func (p *parser) mapInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 	if err != nil || empty {
 		return err
 	}
-	var m, v reflect.Value
-	var key *string
-	if !pl.strMap {
-		m = reflect.NewAt(pl.typ, ptr).Elem()
-		v = reflect.New(pl.elem.typ) // reused: the map copies keys and values in
-		key = new(string)
-	}
+	m := reflect.NewAt(pl.typ, ptr).Elem()
+	v := reflect.New(pl.elem.typ) // reused: the map copies keys and values in
+	key := new(string)
 	for {
 		k, err := p.objectKey(true, keys)
 		if err != nil {
 			return err
 		}
-		if pl.strMap {
-			// String-kind keys and values share map[string]string's
-			// layout and hash.
-			var v string
-			if err := p.stringInto(pl.elem, unsafe.Pointer(&v), strs, depth+1); err != nil {
-				return err
-			}
-			(*(*map[string]string)(ptr))[k] = v
-		} else {
-			v.Elem().SetZero()
-			if err := p.into(pl.elem, v.UnsafePointer(), depth+1); err != nil {
-				return err
-			}
-			*key = k
-			m.SetMapIndex(reflect.NewAt(pl.typ.Key(), unsafe.Pointer(key)).Elem(), v.Elem())
+		v.Elem().SetZero()
+		if err := p.into(pl.elem, v.UnsafePointer(), depth+1); err != nil {
+			return err
 		}
+		*key = k
+		m.SetMapIndex(reflect.NewAt(pl.typ.Key(), unsafe.Pointer(key)).Elem(), v.Elem())
 		if done, err := p.objectNext(); err != nil || done {
 			return err
 		}
 	}
+}
+
+// strPair is an entry of a map of strings, read before the map is made.
+type strPair struct{ k, v string }
+
+// strPairPool holds the slices that strMapInto reads entries into.
+var strPairPool = sync.Pool{New: func() any { return new([]strPair) }}
+
+// strMapInto decodes a map whose keys and values are of string kind
+// (labels, annotations, a ConfigMap's data). It reads the entries first,
+// so that the map is made at its final size: it never grows, and leaves
+// no smaller tables behind as garbage. A map that is already there (the
+// object was not zero) is added to.
+func (p *parser) strMapInto(pl *tplan, ptr unsafe.Pointer, strs, keys intern.Field, depth int) error {
+	empty, err := p.objectStart(depth)
+	if err != nil {
+		return err
+	}
+	mp := (*unsafe.Pointer)(ptr) // a map is a pointer
+	if empty {
+		if *mp == nil {
+			*mp = reflect.MakeMap(pl.typ).UnsafePointer()
+		}
+		return nil
+	}
+	buf := strPairPool.Get().(*[]strPair)
+	defer func() {
+		clear(*buf)
+		*buf = (*buf)[:0]
+		strPairPool.Put(buf)
+	}()
+	for {
+		k, err := p.objectKey(true, keys)
+		if err != nil {
+			return err
+		}
+		*buf = append(*buf, strPair{k: k})
+		// A string value holds no map: nothing appends to buf meanwhile.
+		if err := p.stringInto(pl.elem, unsafe.Pointer(&(*buf)[len(*buf)-1].v), strs, depth+1); err != nil {
+			return err
+		}
+		done, err := p.objectNext()
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+	}
+	if *mp == nil {
+		*mp = reflect.MakeMapWithSize(pl.typ, len(*buf)).UnsafePointer()
+	}
+	// String-kind keys and values share map[string]string's layout and
+	// hash.
+	m := *(*map[string]string)(ptr)
+	for _, e := range *buf {
+		m[e.k] = e.v
+	}
+	return nil
 }
