@@ -235,6 +235,73 @@ func TestHeap(t *testing.T) {
 	}
 }
 
+// Pops waiting together are each woken by an item of their own, however
+// the items arrive: one by one or in a single Replace.
+func TestPopsWaitingTogether(t *testing.T) {
+	objs := []*obj{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	tests := []struct {
+		name string
+		// start makes a queue, with Pops that are blocked until fill
+		// queues the three objects.
+		start func(ctx context.Context, popped chan<- string) (fill func())
+	}{
+		{"FIFO, one by one", func(ctx context.Context, popped chan<- string) func() {
+			q := cache.NewFIFO(cache.FIFOOptions[*obj]{})
+			for range objs {
+				go func() {
+					if o, err := q.Pop(ctx); err == nil {
+						popped <- o.Name
+					}
+				}()
+			}
+			return func() {
+				for _, o := range objs {
+					_ = q.Add(o)
+				}
+			}
+		}},
+		{"Heap, one Replace", func(ctx context.Context, popped chan<- string) func() {
+			h := cache.NewHeap(cache.HeapOptions[*obj]{})
+			for range objs {
+				go func() {
+					if o, err := h.Pop(ctx); err == nil {
+						popped <- o.Name
+					}
+				}()
+			}
+			return func() { _ = h.Replace(slices.Clone(objs)) }
+		}},
+		{"DeltaFIFO, one Replace", func(ctx context.Context, popped chan<- string) func() {
+			f := cache.NewDeltaFIFO(cache.DeltaFIFOOptions[*obj]{})
+			for range objs {
+				go func() {
+					_ = f.Pop(ctx, func(key string, _ []cache.Delta[*obj]) error {
+						popped <- key
+						return nil
+					})
+				}()
+			}
+			return func() { _ = f.Replace(slices.Clone(objs)) }
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				popped := make(chan string, len(objs))
+				fill := tt.start(ctx, popped)
+				synctest.Wait() // every Pop waits
+				fill()
+				synctest.Wait() // every Pop that can go on has
+				if n := len(popped); n != len(objs) {
+					t.Fatalf("%d of %d waiting Pops got an item", n, len(objs))
+				}
+			})
+		})
+	}
+}
+
 func TestHeapPopWaits(t *testing.T) {
 	h := cache.NewHeap(cache.HeapOptions[*obj]{})
 	got := make(chan *obj)
