@@ -165,7 +165,7 @@ type Informer[T client.Object] struct {
 	exitErr  error           // why Start returned, once it has
 	nextID   atomic.Int64    // numbers handlers
 
-	// inline holds the notifications that process made for the key it
+	// pending holds the notifications that process made for the key it
 	// just applied. The popping goroutine delivers them once Pop has
 	// returned, with no lock held: first the calls to inline handlers,
 	// so that a slow inline handler holds up neither the reflector
@@ -173,11 +173,11 @@ type Informer[T client.Object] struct {
 	// then the other handlers' notifications go to their buffers, so
 	// that an inline handler has seen a change before any handler with
 	// a goroutine of its own can. Only the popping goroutine uses it.
-	inline []inlineCall[T]
+	pending []pendingCall[T]
 }
 
-// inlineCall is one notification to deliver to a handler.
-type inlineCall[T client.Object] struct {
+// pendingCall is one notification to deliver to a handler.
+type pendingCall[T client.Object] struct {
 	l *listener[T]
 	n notification[T]
 }
@@ -395,7 +395,7 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 func (i *Informer[T]) popLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := i.fifo.Pop(ctx, i.process)
-		i.callInline()
+		i.deliverPending()
 		var perr *ProcessError
 		switch {
 		case err == nil:
@@ -471,7 +471,7 @@ func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
 	return errors.Join(errs...)
 }
 
-// notify queues n to every handler, on i.inline, which callInline
+// notify queues n to every handler, on i.pending, which deliverPending
 // delivers once the locks are released. The caller holds mu. It drops
 // inline handlers that were removed (see remove).
 func (i *Informer[T]) notify(n notification[T]) {
@@ -481,12 +481,12 @@ func (i *Informer[T]) notify(n notification[T]) {
 			// Counted as queued now, under mu, so that a handler's sync
 			// target (see checkSynced) includes it.
 			if l.reserve() {
-				i.inline = append(i.inline, inlineCall[T]{l, n})
+				i.pending = append(i.pending, pendingCall[T]{l, n})
 			}
 			continue
 		}
 		if l.reserve() {
-			i.inline = append(i.inline, inlineCall[T]{l, n})
+			i.pending = append(i.pending, pendingCall[T]{l, n})
 		} else {
 			removed = true
 		}
@@ -496,23 +496,23 @@ func (i *Informer[T]) notify(n notification[T]) {
 	}
 }
 
-// callInline delivers the notifications the last Pop queued, holding no
+// deliverPending delivers the notifications the last Pop queued, holding no
 // lock of the informer or its DeltaFIFO: first the calls to inline
 // handlers, in order, then the other handlers' notifications, to their
 // buffers.
-func (i *Informer[T]) callInline() {
-	for _, c := range i.inline {
+func (i *Informer[T]) deliverPending() {
+	for _, c := range i.pending {
 		if c.l.inline {
 			c.l.callReserved(c.n)
 		}
 	}
-	for n, c := range i.inline {
+	for n, c := range i.pending {
 		if !c.l.inline {
 			c.l.pushReserved(c.n)
 		}
-		i.inline[n] = inlineCall[T]{} // drop the references
+		i.pending[n] = pendingCall[T]{} // drop the references
 	}
-	i.inline = i.inline[:0]
+	i.pending = i.pending[:0]
 }
 
 // informerWriter is what the reflector writes to: it applies the
