@@ -241,47 +241,30 @@ func TestPopsWaitingTogether(t *testing.T) {
 	objs := []*obj{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	tests := []struct {
 		name string
-		// start makes a queue, with Pops that are blocked until fill
-		// queues the three objects.
-		start func(ctx context.Context, popped chan<- string) (fill func())
+		// queue makes a queue: pop takes one item from it, waiting for
+		// one, and fill queues the three objects.
+		queue func() (pop func(context.Context) error, fill func())
 	}{
-		{"FIFO, one by one", func(ctx context.Context, popped chan<- string) func() {
+		{"FIFO, one by one", func() (func(context.Context) error, func()) {
 			q := cache.NewFIFO(cache.FIFOOptions[*obj]{})
-			for range objs {
-				go func() {
-					if o, err := q.Pop(ctx); err == nil {
-						popped <- o.Name
-					}
-				}()
-			}
-			return func() {
+			pop := func(ctx context.Context) error { _, err := q.Pop(ctx); return err }
+			return pop, func() {
 				for _, o := range objs {
 					_ = q.Add(o)
 				}
 			}
 		}},
-		{"Heap, one Replace", func(ctx context.Context, popped chan<- string) func() {
+		{"Heap, one Replace", func() (func(context.Context) error, func()) {
 			h := cache.NewHeap(cache.HeapOptions[*obj]{})
-			for range objs {
-				go func() {
-					if o, err := h.Pop(ctx); err == nil {
-						popped <- o.Name
-					}
-				}()
-			}
-			return func() { _ = h.Replace(slices.Clone(objs)) }
+			pop := func(ctx context.Context) error { _, err := h.Pop(ctx); return err }
+			return pop, func() { _ = h.Replace(slices.Clone(objs)) }
 		}},
-		{"DeltaFIFO, one Replace", func(ctx context.Context, popped chan<- string) func() {
+		{"DeltaFIFO, one Replace", func() (func(context.Context) error, func()) {
 			f := cache.NewDeltaFIFO(cache.DeltaFIFOOptions[*obj]{})
-			for range objs {
-				go func() {
-					_ = f.Pop(ctx, func(key string, _ []cache.Delta[*obj]) error {
-						popped <- key
-						return nil
-					})
-				}()
+			pop := func(ctx context.Context) error {
+				return f.Pop(ctx, func(string, []cache.Delta[*obj]) error { return nil })
 			}
-			return func() { _ = f.Replace(slices.Clone(objs)) }
+			return pop, func() { _ = f.Replace(slices.Clone(objs)) }
 		}},
 	}
 	for _, tt := range tests {
@@ -289,8 +272,15 @@ func TestPopsWaitingTogether(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				popped := make(chan string, len(objs))
-				fill := tt.start(ctx, popped)
+				pop, fill := tt.queue()
+				popped := make(chan struct{}, len(objs))
+				for range objs {
+					go func() {
+						if pop(ctx) == nil {
+							popped <- struct{}{}
+						}
+					}()
+				}
 				synctest.Wait() // every Pop waits
 				fill()
 				synctest.Wait() // every Pop that can go on has
