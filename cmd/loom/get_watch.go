@@ -57,10 +57,10 @@ func (g *getter) watch(ctx context.Context, t target, out io.Writer) error {
 		return nil
 	}
 
-	rv := ""
+	rv, objRV := "", "" // of the listing, and of the one object named
 	err := g.fetch(ctx, t, human, func(u *unstructured.Unstructured) error {
 		if rv == "" {
-			rv = u.GetResourceVersion()
+			rv, objRV = u.GetResourceVersion(), eventRV(u)
 		}
 		return show(u, watch.Added, !g.opts.watchOnly)
 	})
@@ -107,10 +107,17 @@ func (g *getter) watch(ctx context.Context, t target, out io.Writer) error {
 				opts.ResourceVersion = ev.Object.GetResourceVersion()
 				continue
 			}
-			if v := eventRV(ev.Object); v != "" {
+			v := eventRV(ev.Object)
+			if v != "" {
 				opts.ResourceVersion = v
 			}
-			if err := show(ev.Object, ev.Type, !skip); err != nil {
+			// A named object's watch starts by restating it, as it is
+			// now: printed only if it changed since it was fetched.
+			rows := !skip || v != objRV
+			if skip && rows {
+				ev.Type = watch.Modified
+			}
+			if err := show(ev.Object, ev.Type, rows); err != nil {
 				w.Stop()
 				return err
 			}
