@@ -138,7 +138,12 @@ func (r *run) probe(ctx context.Context, rounds, n int) ([]ProbeReport, error) {
 		}
 		slices.Sort(creates)
 		slices.Sort(labelled)
-		pct := func(d []time.Duration, p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+		pct := func(d []time.Duration, p float64) time.Duration {
+			if len(d) == 0 {
+				return 0
+			}
+			return d[min(len(d)-1, int(p*float64(len(d))))]
+		}
 		rep := ProbeReport{Mode: mode, Creates: len(ss), LabelledAtCreate: atCreate[mode],
 			CreateP50: pct(creates, 0.5), CreateP99: pct(creates, 0.99), LabelledP50: pct(labelled, 0.5), LabelledP99: pct(labelled, 0.99)}
 		out = append(out, rep)

@@ -42,7 +42,8 @@ type Options struct {
 	// (leader's watch, webhook) after the 1 -> 3 step; 0: none.
 	ProbeCreates int
 	// MemProfileRate, when not 0, is the replicas' runtime.MemProfileRate
-	// (their heap profiles then tell small allocations apart).
+	// (their heap profiles then tell small allocations apart), and makes
+	// them write a heap profile each time they report their heap.
 	MemProfileRate int
 	// APIServerArgs are extra kube-apiserver flags, such as
 	// --profiling=true to read its CPU profile during a step.
@@ -61,10 +62,11 @@ func maybeReplica() {
 		return
 	}
 	f := strings.Split(v, "|")
-	if rate, _ := strconv.Atoi(f[4]); rate > 0 {
+	rate, _ := strconv.Atoi(f[4])
+	if rate > 0 {
 		runtime.MemProfileRate = rate
 	}
-	if err := replicaMain(f[0], f[1], f[2], f[3]); err != nil && !errors.Is(err, context.Canceled) {
+	if err := replicaMain(f[0], f[1], f[2], f[3], rate > 0); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		os.Exit(1)
 	}
