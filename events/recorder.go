@@ -62,7 +62,7 @@ type Recorder struct {
 	opts   Options
 	log    *slog.Logger
 	clock  clock.Clock
-	queue  chan pending
+	queue  chan *pending // pointers: a full buffer of values would take 192 KB
 	newAPI *client.Client[*eventsv1.Event]
 	oldAPI *client.Client[*corev1.Event]
 
@@ -149,7 +149,7 @@ func New(rc *rest.Client, opts Options) (*Recorder, error) {
 	}
 	return &Recorder{
 		opts: opts, log: log.With("controller", opts.Controller), clock: clock.OrReal(opts.clock),
-		queue: make(chan pending, opts.Buffer), newAPI: newAPI, oldAPI: oldAPI,
+		queue: make(chan *pending, opts.Buffer), newAPI: newAPI, oldAPI: oldAPI,
 		series: map[seriesKey]*seriesState{}, similar: map[seriesKey]*similarState{}, buckets: map[types.UID]*bucket{},
 	}, nil
 }
@@ -186,7 +186,7 @@ func (r *Recorder) record(obj runtime.Object, annotations map[string]string, typ
 		note = note[:1024] // events.k8s.io/v1 limits the note to 1 kB
 	}
 	select {
-	case r.queue <- pending{ref: ref, typ: typ, reason: reason, note: note, annotations: annotations, at: r.clock.Now()}:
+	case r.queue <- &pending{ref: ref, typ: typ, reason: reason, note: note, annotations: annotations, at: r.clock.Now()}:
 	default:
 		r.dropped.Add(1)
 	}
@@ -215,7 +215,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case p := <-r.queue:
-			r.send(ctx, p)
+			r.send(ctx, *p)
 		}
 	}
 }
