@@ -59,7 +59,7 @@ type StoreOptions[T any] struct {
 // Readers never wait for index maintenance longer than one Add, Update or
 // Delete; Replace builds the new contents aside and swaps them in. The
 // room of deleted objects is reused by later writes, and given back by the
-// next Replace or once fewer than a quarter of the slots are in use.
+// next Replace or once fewer than half of the slots are in use.
 //
 // The zero value is not usable; call [NewStore].
 type Store[T any] struct {
@@ -172,13 +172,14 @@ func (s *Store[T]) Delete(obj T) error {
 	return nil
 }
 
-// shrink rebuilds the state once fewer than a quarter of its slots hold
+// shrink rebuilds the state once fewer than half of its slots hold
 // objects: Go maps and slices never give back room, so a store that held
-// many objects and now holds few (an informer whose selector let most go,
-// such as a shard's after the ring grew) would keep its peak size. Each
-// rebuild costs as much as the deletes that led to it.
+// many objects and now holds fewer (an informer whose selector let most
+// go, such as a shard's after the ring grew from one replica to three)
+// would keep its peak size. Each rebuild costs about as much as the
+// deletes that led to it.
 func (s *Store[T]) shrink() {
-	if len(s.st.slots) < 256 || len(s.st.ids) >= len(s.st.slots)/4 {
+	if len(s.st.slots) < 256 || len(s.st.ids) >= len(s.st.slots)/2 {
 		return
 	}
 	st := s.newState(len(s.st.ids))
