@@ -52,8 +52,9 @@ type Table struct {
 const recentSlots = 1 << 18
 
 type shard struct {
-	mu sync.Mutex
-	m  map[Key]weak.Pointer[byte]
+	mu   sync.Mutex
+	m    map[Key]weak.Pointer[byte]
+	peak int // the most entries m has held since it was made
 }
 
 // New returns an empty table.
@@ -100,6 +101,7 @@ func (t *Table) Put(k Key, p unsafe.Pointer) unsafe.Pointer {
 	}
 	w := weak.Make((*byte)(p))
 	s.m[k] = w
+	s.peak = max(s.peak, len(s.m))
 	s.mu.Unlock()
 	runtime.AddCleanup((*byte)(p), t.rm, k)
 	return p
@@ -114,9 +116,29 @@ func (t *Table) remove(k Key) {
 	if w, ok := s.m[k]; ok && w.Value() == nil {
 		delete(s.m, k)
 		t.size.Add(-1)
+		s.shrink()
 	}
 	s.mu.Unlock()
 }
+
+// shrink makes m anew once it holds fewer than half of its peak entries:
+// a Go map never gives back room, and a process whose objects went
+// elsewhere (a shard after the ring grew, say) would otherwise keep the
+// table's peak size. Each rebuild costs about as much as the removals
+// that led to it. s.mu must be held.
+func (s *shard) shrink() {
+	if s.peak < shrinkFrom || len(s.m) >= s.peak/2 {
+		return
+	}
+	m := make(map[Key]weak.Pointer[byte], len(s.m)) // maps.Clone would keep the room
+	for k, w := range s.m {
+		m[k] = w
+	}
+	s.m, s.peak = m, len(m)
+}
+
+// shrinkFrom is the least peak of a shard's map worth rebuilding.
+const shrinkFrom = 64
 
 // MetBefore reports whether k was asked about (and missing) recently, and
 // remembers it for the next time. It can be wrong either way: a key

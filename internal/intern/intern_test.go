@@ -1,0 +1,60 @@
+package intern
+
+import (
+	"runtime"
+	"strconv"
+	"testing"
+	"unsafe"
+)
+
+// TestTableShrinks: once most values are collected, the table's maps are
+// made anew at the size of what is left, and the values still alive are
+// still found.
+func TestTableShrinks(t *testing.T) {
+	tab := New()
+	typ := unsafe.Pointer(new(byte))
+	const n, keep = 64 * 400, 64 * 40
+	var kept []*[32]byte
+	keys := make([]Key, n)
+	for i := range n {
+		keys[i] = KeyOf([]byte("value "+strconv.Itoa(i)), typ)
+		v := new([32]byte)
+		copy(v[:], strconv.Itoa(i))
+		if got := tab.Put(keys[i], unsafe.Pointer(v)); got != unsafe.Pointer(v) {
+			t.Fatalf("Put of a new key %d returned another value", i)
+		}
+		if i%(n/keep) == 0 {
+			kept = append(kept, v)
+		}
+	}
+	for i := 0; tab.Len() > len(kept); i++ {
+		if i == 200 {
+			t.Fatalf("%d entries left after 200 GCs, want %d", tab.Len(), len(kept))
+		}
+		runtime.GC()
+	}
+	total := 0
+	for i := range tab.shards {
+		s := &tab.shards[i]
+		s.mu.Lock()
+		l, peak := len(s.m), s.peak
+		s.mu.Unlock()
+		total += l
+		// A shard rebuilt its map when it fell below half its peak, so
+		// its peak is now at most twice what it holds (or too small to
+		// be worth rebuilding).
+		if peak >= shrinkFrom && peak > 2*l+1 {
+			t.Errorf("shard %d: %d entries, map made for a peak of %d", i, l, peak)
+		}
+	}
+	if total != len(kept) {
+		t.Errorf("%d entries in the shards, want %d", total, len(kept))
+	}
+	for j, v := range kept {
+		i := j * (n / keep)
+		if got := tab.Get(keys[i]); got != unsafe.Pointer(v) {
+			t.Fatalf("value %d, still held, not found after the table shrank", i)
+		}
+	}
+	runtime.KeepAlive(kept)
+}
