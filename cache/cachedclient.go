@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -81,16 +81,16 @@ type CachedClient[T client.Object] struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every cache change
 	written map[string]written
-	// gone is when the cache last saw each key deleted, kept for
-	// goneFor, so that a Delete whose watch event beat its response
-	// knows the cache has seen it already.
-	gone      map[string]time.Time
-	goneSwept time.Time
+	peak    int // the most entries written has held since it was made
+	// deleting holds the Deletes in flight, by key, so that one whose
+	// watch event beats its response knows the cache has seen it.
+	deleting map[string][]*deleteCall
 }
 
-// goneFor is how long the cache's deletes are remembered: far longer than
-// a delete request takes.
-const goneFor = time.Minute
+// deleteCall is one Delete in flight.
+type deleteCall struct {
+	seen bool // the cache saw the key deleted since the request was sent
+}
 
 type written struct {
 	rv      uint64 // 0 for a delete
@@ -103,7 +103,7 @@ func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], 
 	if opts.Wait <= 0 {
 		opts.Wait = 5 * time.Second
 	}
-	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, changed: make(chan struct{}), written: map[string]written{}, gone: map[string]time.Time{}}
+	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, changed: make(chan struct{}), written: map[string]written{}, deleting: map[string][]*deleteCall{}}
 	if _, err := inf.AddHandler(HandlerFuncs[T]{
 		Add:    func(o T, _ bool) { c.observe(o, true) },
 		Update: func(_, o T) { c.observe(o, true) },
@@ -129,17 +129,14 @@ func FailedCachedClient[T client.Object](err error) *CachedClient[T] {
 // record of writes stays as small as the writes the cache has yet to see.
 func (c *CachedClient[T]) observe(obj T, present bool) {
 	k := key(obj.GetNamespace(), obj.GetName())
-	now := time.Now()
 	c.mu.Lock()
 	if w, ok := c.written[k]; ok && fresh(w, obj, present) {
-		delete(c.written, k)
+		c.forget(k)
 	}
 	if !present {
-		c.gone[k] = now
-	}
-	if now.Sub(c.goneSwept) > goneFor {
-		maps.DeleteFunc(c.gone, func(_ string, at time.Time) bool { return now.Sub(at) > goneFor })
-		c.goneSwept = now
+		for _, d := range c.deleting[k] {
+			d.seen = true
+		}
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
@@ -151,6 +148,16 @@ func (c *CachedClient[T]) pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.written)
+}
+
+// forget drops the record of a write of k. A Go map never gives back
+// room, so once the record is empty after holding many writes (the
+// burst of a first sync, say) it is made anew. c.mu must be held.
+func (c *CachedClient[T]) forget(k string) {
+	delete(c.written, k)
+	if len(c.written) == 0 && c.peak > 64 {
+		c.written, c.peak = map[string]written{}, 0
+	}
 }
 
 func key(namespace, name string) string {
@@ -174,11 +181,12 @@ func (c *CachedClient[T]) record(obj T) {
 		// The cache has it already (the watch beat the response), and the
 		// informer has called, or will call, observe for it: nothing to
 		// wait for.
-		delete(c.written, k)
+		c.forget(k)
 		return
 	}
 	if old, ok := c.written[k]; !ok || old.deleted || rv > old.rv {
 		c.written[k] = w
+		c.peak = max(c.peak, len(c.written))
 	}
 }
 
@@ -254,20 +262,30 @@ func (c *CachedClient[T]) Delete(ctx context.Context, obj T, opts metav1.DeleteO
 		return c.err
 	}
 	namespace, name := obj.GetNamespace(), obj.GetName()
-	sent := time.Now()
-	if err := c.live.Namespace(namespace).Delete(ctx, name, opts); err != nil {
-		return err
-	}
 	k := key(namespace, name)
+	d := &deleteCall{}
+	c.mu.Lock()
+	c.deleting[k] = append(c.deleting[k], d)
+	c.mu.Unlock()
+	err := c.live.Namespace(namespace).Delete(ctx, name, opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if at, ok := c.gone[k]; ok && !at.Before(sent) {
+	if rest := slices.DeleteFunc(c.deleting[k], func(e *deleteCall) bool { return e == d }); len(rest) > 0 {
+		c.deleting[k] = rest
+	} else {
+		delete(c.deleting, k)
+	}
+	if err != nil {
+		return err
+	}
+	if d.seen {
 		// The cache saw the key deleted after this request was sent: this
 		// delete, or a later one. Nothing to wait for.
-		delete(c.written, k)
+		c.forget(k)
 		return nil
 	}
 	c.written[k] = written{deleted: true}
+	c.peak = max(c.peak, len(c.written))
 	return nil
 }
 

@@ -3,6 +3,10 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,9 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -135,5 +142,88 @@ func TestReadYourWritesFailsRatherThanLies(t *testing.T) {
 	var se *cache.StaleCacheError
 	if !errors.As(err, &se) || !errors.Is(err, cache.ErrStaleCache) || se.Key != "default/lonely" {
 		t.Fatalf("got %v; want a StaleCacheError for default/lonely", err)
+	}
+}
+
+// TestDeleteSeenBeforeItsResponse: a Delete whose watch event reaches the
+// cache before its response leaves nothing to wait for; one whose event
+// comes after has reads wait for it. The server here answers a DELETE
+// only once the test has decided which comes first.
+func TestDeleteSeenBeforeItsResponse(t *testing.T) {
+	cm := func(name, rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, ResourceVersion: rv}}
+	}
+	feed := newFeed(&client.List[*corev1.ConfigMap]{ListMeta: metav1.ListMeta{ResourceVersion: "3"}, Items: []*corev1.ConfigMap{cm("before", "2"), cm("after", "3")}})
+	inf := cache.NewInformer[*corev1.ConfigMap](feed, cache.InformerOptions[*corev1.ConfigMap]{})
+	var cc *cache.CachedClient[*corev1.ConfigMap]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := path.Base(r.URL.Path)
+		if r.Method != http.MethodDelete {
+			http.Error(w, "unexpected "+r.Method, http.StatusMethodNotAllowed)
+			return
+		}
+		if name == "before" {
+			// The watch event beats the response: answer only once the
+			// client has seen it.
+			feed.send(watch.Deleted, cm(name, "4"))
+			for deadline := time.Now().Add(time.Minute); !cache.CachedClientSawDelete(cc, "default/"+name); {
+				if time.Now().After(deadline) {
+					t.Error("the client never saw the delete's watch event")
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Success"}`)
+	}))
+	defer srv.Close()
+	rc, err := rest.New(config.Config{Host: srv.URL}, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, _ := client.For[corev1.ConfigMap](rc, client.Options{})
+	live = live.Namespace("default")
+	if cc, err = cache.NewCachedClient(live, inf, cache.CachedClientOptions{Wait: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = inf.Start(ctx) })
+	defer func() { stop(); wg.Wait() }()
+	if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := cc.Delete(ctx, cm("before", ""), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.CachedClientPending(cc); n != 0 {
+		t.Errorf("after a delete the cache saw before its response, the client waits for %d writes, want 0", n)
+	}
+	if _, err := cc.Get(ctx, "default", "before"); !apierrors.IsNotFound(err) {
+		t.Errorf("read after the delete: %v, want NotFound", err)
+	}
+
+	if err := cc.Delete(ctx, cm("after", ""), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.CachedClientPending(cc); n != 1 {
+		t.Errorf("after a delete the cache has not seen, the client waits for %d writes, want 1", n)
+	}
+	// The cache still has the object: a read fails rather than return it.
+	var stale *cache.StaleCacheError
+	if _, err := cc.Get(ctx, "default", "after"); !errors.As(err, &stale) {
+		t.Errorf("read before the cache saw the delete: %v, want a StaleCacheError", err)
+	}
+	feed.send(watch.Deleted, cm("after", "5"))
+	for deadline := time.Now().Add(time.Minute); ; {
+		_, err := cc.Get(ctx, "default", "after")
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if !errors.As(err, &stale) || time.Now().After(deadline) {
+			t.Fatalf("read once the watch sent the delete: %v, want NotFound", err)
+		}
 	}
 }

@@ -13,3 +13,17 @@ func SetInformerClock[T client.Object](opts *InformerOptions[T], c clock.Clock) 
 
 // CachedClientPending returns how many of c's writes it still remembers.
 func CachedClientPending[T client.Object](c *CachedClient[T]) int { return c.pending() }
+
+// CachedClientSawDelete reports whether the cache has seen key deleted
+// since every Delete of key now in flight was sent (false with none).
+func CachedClientSawDelete[T client.Object](c *CachedClient[T], key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ds := c.deleting[key]
+	for _, d := range ds {
+		if !d.seen {
+			return false
+		}
+	}
+	return len(ds) > 0
+}
