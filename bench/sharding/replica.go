@@ -29,8 +29,8 @@ import (
 // The replica's side of the scenario: a manager reconciling Shelves, each
 // owning two ConfigMaps whose data is the Shelf's spec.value. It writes a
 // line per reconcile start and end, with the system's monotonic clock, and
-// on SIGUSR1 a line with its live heap (as the GC it forces found it) and what its informers
-// hold.
+// on SIGUSR1 a line with its live heap (as the GC it forces found it) and
+// what its informers hold.
 
 var shelfRes = client.Resource{
 	Resource:   schema.GroupVersionResource{Group: "bench.loom.dev", Version: "v1", Resource: "shelves"},
