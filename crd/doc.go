@@ -8,7 +8,10 @@
 // wait for that condition by watching the CRD (no polling), and fail with a
 // *NotEstablishedError naming the condition that held it back, such as
 // NamesAccepted=False when its plural or short names clash with another
-// resource's. Uninstall deletes CRDs and waits until they are gone, which
+// resource's. Install then waits (asking every 50 ms) until the server's
+// discovery lists each served version, which comes a moment after
+// Established, so that a discovery.Mapper made afterwards maps the new
+// kinds at once. Uninstall deletes CRDs and waits until they are gone, which
 // includes the API server's deletion of every custom resource they held.
 //
 // CRDs are handled as *unstructured.Unstructured objects, so this package

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/rest"
 )
 
@@ -58,7 +59,7 @@ func (o Options) logger() *slog.Logger {
 // status, reason and message as the server reported them.
 type NotEstablishedError struct {
 	Name      string // the CRD, such as "ats.cnat.programming-kubernetes.info"
-	Condition string // "Established", "NamesAccepted" or "Terminating"
+	Condition string // "Established", "NamesAccepted", "Terminating" or "Discoverable" (see Install)
 	Status    string // the condition's last status; "" if never reported
 	Reason    string
 	Message   string
@@ -93,10 +94,13 @@ func crds(ctx context.Context, rc *rest.Client) (*client.Client[*unstructured.Un
 }
 
 // Install applies the CRDs (server-side apply, so installing again updates
-// them in place) and waits until every one is Established. A CRD the server
-// rejects fails with the server's error (apierrors.IsInvalid tells a schema
-// mistake), wrapped with the CRD's name; one that does not become
-// Established fails with a *NotEstablishedError.
+// them in place) and waits until every one is Established and the
+// server's discovery lists each of its served versions, so that a
+// discovery.Mapper made afterwards finds the new kinds at once. A CRD the
+// server rejects fails with the server's error (apierrors.IsInvalid tells
+// a schema mistake), wrapped with the CRD's name; one that does not become
+// Established, or discoverable, before ctx ends fails with a
+// *NotEstablishedError.
 func Install(ctx context.Context, rc *rest.Client, crdObjs []*unstructured.Unstructured, opts Options) error {
 	c, err := crds(ctx, rc)
 	if err != nil {
@@ -117,7 +121,61 @@ func Install(ctx context.Context, rc *rest.Client, crdObjs []*unstructured.Unstr
 	for i, obj := range crdObjs {
 		names[i] = obj.GetName()
 	}
-	return WaitEstablished(ctx, rc, opts, names...)
+	if err := WaitEstablished(ctx, rc, opts, names...); err != nil {
+		return err
+	}
+	return waitDiscoverable(ctx, rc, crdObjs)
+}
+
+// waitDiscoverable waits until the server's discovery lists every served
+// version of each CRD. The API server marks a CRD Established before its
+// discovery documents include it, and a client that maps kinds through
+// discovery in between would not find them. Discovery has no watch, so
+// this asks again every 50 ms. When ctx ends first it fails with a
+// *NotEstablishedError whose Condition is "Discoverable".
+func waitDiscoverable(ctx context.Context, rc *rest.Client, crdObjs []*unstructured.Unstructured) error {
+	want := map[schema.GroupVersionResource]string{} // → the CRD's name
+	for _, obj := range crdObjs {
+		group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "plural")
+		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			name, _ := m["name"].(string)
+			if served, _ := m["served"].(bool); served && name != "" {
+				want[schema.GroupVersionResource{Group: group, Version: name, Resource: plural}] = obj.GetName()
+			}
+		}
+	}
+	d := discovery.New(rc, discovery.Options{})
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// A snapshot comes with an error when some groups failed; the
+		// groups it has still count.
+		if snap, _ := d.Discover(ctx); snap != nil {
+			for _, l := range snap.ResourceLists() {
+				gv, err := schema.ParseGroupVersion(l.GroupVersion)
+				if err != nil {
+					continue
+				}
+				for _, r := range l.APIResources {
+					delete(want, gv.WithResource(r.Name))
+				}
+			}
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			for gvr, name := range want {
+				return &NotEstablishedError{Name: name, Condition: "Discoverable", Status: "False",
+					Message: gvr.String() + " is not in the server's discovery yet", Err: ctx.Err()}
+			}
+		case <-tick.C:
+		}
+	}
 }
 
 // WaitEstablished waits until each named CRD is Established. It watches each

@@ -3,6 +3,7 @@ package crd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -16,6 +17,7 @@ import (
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
@@ -166,5 +168,34 @@ func TestInstallInvalid(t *testing.T) {
 	err := crd.Install(t.Context(), rc, []*unstructured.Unstructured{bad}, crd.Options{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), bad.GetName()) {
 		t.Fatalf("install with a bad scope = %v, want Invalid naming the CRD", err)
+	}
+}
+
+// TestInstallThenMap: right after Install, a Mapper made then maps the new
+// kind, with no retry: Install waited for the server's discovery as well
+// as for Established. Each round installs a CRD of a new group, the case
+// where discovery lags the most.
+func TestInstallThenMap(t *testing.T) {
+	ctx := t.Context()
+	rc := restClient(t)
+	for i := range 8 {
+		group := fmt.Sprintf("map%d.example.com", i)
+		c := testCRD(t, group, "Gadget", "gadgets")
+		if err := crd.Install(ctx, rc, []*unstructured.Unstructured{c}, crd.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		// A long refresh interval: the mapper discovers once, when first
+		// asked, and does not get a second chance.
+		m := discovery.NewMapper(discovery.New(rc, discovery.Options{}), discovery.MapperOptions{MinRefreshInterval: time.Hour})
+		got, err := m.RESTMapping(ctx, schema.GroupKind{Group: group, Kind: "Gadget"})
+		if err != nil {
+			t.Fatalf("round %d: RESTMapping right after Install: %v", i, err)
+		}
+		if got.Resource.Resource != "gadgets" || got.Resource.Version != "v1" {
+			t.Fatalf("round %d: mapped to %v", i, got.Resource)
+		}
+		t.Cleanup(func() {
+			_ = crd.Uninstall(context.WithoutCancel(ctx), rc, []*unstructured.Unstructured{c}, crd.Options{})
+		})
 	}
 }
