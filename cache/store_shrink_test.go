@@ -46,3 +46,27 @@ func TestStoreShrinks(t *testing.T) {
 		t.Fatalf("label selector: %d objects, %v; want 50", len(sel), err)
 	}
 }
+
+// TestStoreShrinksAtHalf: a store that keeps 40 % of its objects (a
+// replica's share after the ring grows from one to three) gives back the
+// room of the rest.
+func TestStoreShrinksAtHalf(t *testing.T) {
+	s := NewStore(StoreOptions[*metav1.ObjectMeta]{})
+	const n, keep = 1000, 400
+	for i := range n {
+		if err := s.Add(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := keep; i < n; i++ {
+		if err := s.Delete(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(s.st.slots); got >= n {
+		t.Errorf("%d slots for %d objects after deleting %d: the store kept its peak size", got, keep, n-keep)
+	}
+	if got := len(s.List()); got != keep {
+		t.Fatalf("List: %d objects, want %d", got, keep)
+	}
+}
