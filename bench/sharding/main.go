@@ -18,7 +18,7 @@
 //
 // Usage (from bench/):
 //
-//	go run ./sharding [-shelves 5000] [-rate 50] [-probes 200] [-out FILE] [-keep] [-apiserver-args FLAGS]
+//	go run ./sharding [-shelves 5000] [-rate 50] [-probes 200] [-out FILE] [-keep] [-cpu] [-apiserver-profile DIR] [-apiserver-args FLAGS]
 //	go run ./sharding -overhead [-out FILE]
 //
 // -overhead measures instead the leader's extra heap for sharding (the
@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -45,7 +46,22 @@ func main() {
 	overhead := flag.Bool("overhead", false, "instead of the scenario, measure the leader's extra heap for sharding with 1,000 and 10,000 objects")
 	apiArgs := flag.String("apiserver-args", "", "extra kube-apiserver flags, space-separated (such as --profiling=true)")
 	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed); the profiles sample every 4 KB")
+	cpu := flag.Bool("cpu", false, "report the CPU time each process used during each step, until caught up")
+	profileDir := flag.String("apiserver-profile", "", "write a CPU profile of kube-apiserver for each step into this folder (turns on its --profiling)")
+	driverProfile := flag.String("driver-profile", "", "write a CPU profile of this driver (not the replicas) to this file")
 	flag.Parse()
+	if *driverProfile != "" {
+		f, err := os.Create(*driverProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	out := io.Writer(os.Stdout)
 	if *outPath != "" {
 		f, err := os.OpenFile(*outPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -86,6 +102,11 @@ func main() {
 	opts := Options{Shelves: *shelves, UpdateRate: *rate, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out, APIServerArgs: strings.Fields(*apiArgs)}
 	if *keep {
 		opts.MemProfileRate = 4096
+	}
+	opts.CPU = *cpu
+	if *profileDir != "" {
+		opts.ProfileDir = *profileDir
+		opts.APIServerArgs = append(opts.APIServerArgs, "--profiling=true")
 	}
 	rep, err := Run(context.Background(), opts)
 	if err != nil {

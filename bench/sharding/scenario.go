@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,12 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags, such as
 	// --profiling=true to read its CPU profile during a step.
 	APIServerArgs []string
+	// CPU, when set, reports after each step the CPU time each process
+	// (kube-apiserver, etcd, the replicas, the driver) used during it.
+	CPU bool
+	// ProfileDir, when not empty, is where each step's CPU profile of
+	// kube-apiserver goes (the server must run with --profiling=true).
+	ProfileDir string
 }
 
 // replicaEnv makes a process a replica:
@@ -111,7 +118,10 @@ type reconciled struct {
 type run struct {
 	opts    Options
 	env     *testenv.Env
-	kubecfg string
+	kubecfg string       // the admin's, for the driver
+	replcfg string       // the replicas' service account's
+	host    string       // the API server's URL
+	hc      *http.Client // authenticated as the admin
 	shelves *client.Client[*unstructured.Unstructured]
 	meta    *client.Client[*metav1.PartialObjectMetadata] // Shelves, metadata only
 	cmMeta  *client.Client[*metav1.PartialObjectMetadata]
@@ -172,6 +182,7 @@ type StepReport struct {
 	Reconciles map[string]int // per replica, during the step
 	Failed     map[string]int // per replica, during the step: reconciles that failed
 	Unbalanced []string
+	CPU        string // CPU time per process until caught up, with Options.CPU
 }
 
 // Run runs the scenario on a fresh control plane.
@@ -203,6 +214,7 @@ func (r *run) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.host, r.hc = cfg.Host, rc.HTTPClient()
 	crds, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: crdRes})
 	var crd unstructured.Unstructured
 	if err := json.Unmarshal([]byte(shelfCRD), &crd.Object); err != nil {
@@ -215,6 +227,9 @@ func (r *run) setup(ctx context.Context) error {
 	nss, _ := client.For[unstructured.Unstructured](rc, client.Options{Resource: nsRes})
 	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
 	if _, err := nss.Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if r.replcfg, err = r.replicaKubeconfig(ctx, rc); err != nil {
 		return err
 	}
 	r.shelves, _ = client.For[unstructured.Unstructured](rc, client.Options{Resource: shelfRes})
@@ -245,10 +260,17 @@ func (r *run) setup(ctx context.Context) error {
 		wg.Go(func() {
 			for i := range work {
 				name := fmt.Sprintf("shelf-%05d", i)
+				// Every Shelf starts with a value of its own, as the
+				// updates later give them: were they all alike, the
+				// baseline replica, measured first, would hold one
+				// shared copy of data that the later steps hold many
+				// copies of, and the heap ratios would compare unlike
+				// data.
+				value := "v" + strconv.Itoa(i)
 				obj := &unstructured.Unstructured{Object: map[string]any{
 					"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
 					"metadata": map[string]any{"name": name, "namespace": ns},
-					"spec":     map[string]any{"value": "0"},
+					"spec":     map[string]any{"value": value},
 				}}
 				if _, err := r.shelves.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 					select {
@@ -258,7 +280,7 @@ func (r *run) setup(ctx context.Context) error {
 					continue
 				}
 				r.mu.Lock()
-				r.written[ns+"/"+name] = "0"
+				r.written[ns+"/"+name] = value
 				r.mu.Unlock()
 			}
 		})
@@ -281,7 +303,7 @@ func (r *run) start(id string) error {
 	name := cmp.Or(id, "solo")
 	log := filepath.Join(r.opts.Dir, name+".log")
 	cmd := exec.Command(r.opts.Exe)
-	cmd.Env = append(os.Environ(), replicaEnv+"="+strings.Join([]string{r.kubecfg, ns, id, log, strconv.Itoa(r.opts.MemProfileRate)}, "|"))
+	cmd.Env = append(os.Environ(), replicaEnv+"="+strings.Join([]string{r.replcfg, ns, id, log, strconv.Itoa(r.opts.MemProfileRate)}, "|"))
 	cmd.Stderr = os.Stderr
 	// A replica dies with the driver, even one killed by a signal.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
