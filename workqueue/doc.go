@@ -90,7 +90,7 @@
 // and a ring buffer of ready indices, so a Get needs no map lookup, a
 // large backlog holds no per-item heap objects for the garbage collector
 // to trace, and in steady state Add, Get, Done and AddAfter allocate
-// nothing. A queue that empties after a burst of more than 4096 items
+// nothing. A queue that empties after a burst of more than 2048 items
 // releases its buffers. docs/performance.md compares it with client-go's
 // workqueue.
 package workqueue

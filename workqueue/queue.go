@@ -70,8 +70,11 @@ type entry[T comparable] struct {
 // shrinkAbove is the slab capacity above which a queue that becomes
 // empty releases its slab, ring and map, so that one burst does not pin
 // its memory forever. Below it, buffers are kept so that steady state
-// does not allocate.
-const shrinkAbove = 4096
+// does not allocate. It is twice the idle entries kept: a queue needs
+// more only while a burst is under way. (A controller that hands 3,000
+// keys to other replicas, one per key, kept its peak-sized slab and map
+// when this was 4,096.)
+const shrinkAbove = 2 * maxIdle
 
 // releaseAbove is the size above which the items waiting for a time
 // (AddAfter) and the failures a rate limiter counts release their memory
@@ -94,7 +97,7 @@ const releaseAbove = 256
 // set) Add, Get, Done and AddAfter do not allocate. The queue keeps the
 // records of up to 1024 recently finished items, so that adding one of
 // them again needs no map insertion; a queue that empties after holding
-// more than 4096 items releases its buffers.
+// more than 2048 items releases its buffers.
 type Queue[T comparable] struct {
 	mu       sync.Mutex
 	ready    sync.Cond   // signalled when an item becomes ready or on shutdown

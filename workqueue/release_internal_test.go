@@ -63,3 +63,40 @@ func TestReleaseAfterBurst(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseSlabAfterBurst checks that a queue that drains a burst of
+// more than twice the idle entries it keeps releases its slab and map,
+// and that one that held fewer keeps them (steady state does not
+// allocate anew).
+func TestReleaseSlabAfterBurst(t *testing.T) {
+	for _, tc := range []struct {
+		n        int
+		released bool
+	}{
+		{n: 3000, released: true}, // kept with the old threshold of 4,096
+		{n: maxIdle, released: false},
+		{n: 256, released: false},
+	} {
+		q := New(Options[string]{})
+		for i := range tc.n {
+			q.Add(strconv.Itoa(i))
+		}
+		for range tc.n {
+			item, _ := q.Get()
+			q.Done(item)
+		}
+		q.mu.Lock()
+		slab, items := cap(q.slab), len(q.items)
+		q.mu.Unlock()
+		if released := slab == 0 && items == 0; released != tc.released {
+			t.Errorf("burst of %d: slab cap %d, %d items kept; want released %v", tc.n, slab, items, tc.released)
+		}
+		// The queue still works.
+		q.Add("x")
+		if item, ok := q.Get(); !ok || item != "x" {
+			t.Errorf("burst of %d: Get = %q, %v after it", tc.n, item, ok)
+		}
+		q.Done("x")
+		q.ShutDown()
+	}
+}
