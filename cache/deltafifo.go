@@ -57,6 +57,7 @@ type DeltaFIFO[T any] struct {
 	mu      sync.Mutex
 	items   map[string][]Delta[T] // pending deltas per key; never empty
 	queue   []string              // keys of items, oldest first
+	peak    int                   // most keys in items since it was last made
 	waiting waitList              // Pops waiting for an item
 	closed  bool
 	done    chan struct{} // closed by Close
@@ -126,8 +127,17 @@ func (f *DeltaFIFO[T]) queueDelta(key string, d Delta[T]) {
 	}
 	f.items[key] = []Delta[T]{d}
 	f.queue = append(f.queue, key)
+	f.peak = max(f.peak, len(f.items))
 	f.waiting.notify()
 }
+
+// fifoReleaseAbove is the number of keys above which a DeltaFIFO that
+// empties makes its map anew: a Go map never gives back room, and an
+// informer that took a burst (its first list, or every object of a shard
+// that another replica took over) would hold a map of the burst's size
+// for as long as it runs. Below it, the map is kept so that steady state
+// does not allocate.
+const fifoReleaseAbove = 256
 
 // Replace records a full list: a Replaced delta per object in objs, and a
 // tombstone for each key queued or known that objs lacks (see
@@ -317,6 +327,9 @@ func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas 
 	}
 	deltas := f.items[key]
 	delete(f.items, key)
+	if len(f.queue) == 0 && f.peak > fifoReleaseAbove {
+		f.items, f.queue, f.peak = map[string][]Delta[T]{}, nil, 0
+	}
 	if f.initial > 0 {
 		f.initial--
 	}
