@@ -33,8 +33,9 @@ type Options struct {
 	// RenewDeadline is how long the leader keeps trying to renew before it
 	// gives up leading. It must be shorter than LeaseDuration. Default 10 s.
 	RenewDeadline time.Duration
-	// RetryPeriod is the time between attempts to acquire or renew.
-	// Default 2 s.
+	// RetryPeriod is the time between attempts to acquire or renew. A
+	// candidate also tries at the moment the holder's Lease expires by
+	// its clock, if that comes sooner. Default 2 s.
 	RetryPeriod time.Duration
 	// KeepOnCancel keeps the Lease when Run's context ends, instead of
 	// releasing it so another candidate can take over at once. Default
@@ -262,7 +263,10 @@ func (e *Elector) attempted(ctx context.Context, err error, what string) {
 	}
 }
 
-// acquire tries every RetryPeriod until it holds the Lease or ctx ends.
+// acquire tries until it holds the Lease or ctx ends: every RetryPeriod,
+// and at the moment the holder's Lease expires by our clock when that
+// comes sooner, so that a leader that died is followed at once rather
+// than up to RetryPeriod later.
 func (e *Elector) acquire(ctx context.Context) bool {
 	for {
 		ok, err := e.tryAcquireOrRenew(ctx)
@@ -270,7 +274,11 @@ func (e *Elector) acquire(ctx context.Context) bool {
 		if ok {
 			return true
 		}
-		if !e.wait(ctx, e.opts.RetryPeriod) {
+		next := e.opts.RetryPeriod
+		if left := e.untilExpiry(); left > 0 && left < next {
+			next = left
+		}
+		if !e.wait(ctx, next) {
 			return false
 		}
 	}
@@ -408,14 +416,18 @@ func (e *Elector) observe(l *coordinationv1.Lease) {
 
 // expired reports whether the observed Lease has gone unchanged, by our
 // clock, for its duration.
-func (e *Elector) expired() bool {
+func (e *Elector) expired() bool { return e.untilExpiry() <= 0 }
+
+// untilExpiry is the time left, by our clock, until the observed Lease
+// has gone unchanged for its duration; 0 or less once it has.
+func (e *Elector) untilExpiry() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d := e.opts.LeaseDuration
 	if e.observed != nil && e.observed.Spec.LeaseDurationSeconds != nil {
 		d = time.Duration(*e.observed.Spec.LeaseDurationSeconds) * time.Second
 	}
-	return !e.clock.Now().Before(e.seenAt.Add(d))
+	return e.seenAt.Add(d).Sub(e.clock.Now())
 }
 
 // release clears the holder so another candidate can acquire at once.

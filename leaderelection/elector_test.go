@@ -17,6 +17,7 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/internal/clock"
 	"github.com/loom-k8s/loom/leaderelection"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
@@ -382,5 +383,50 @@ func TestLastErrorNamesWhyACandidateCannotLead(t *testing.T) {
 	}
 	if err := e.LastError(); !apierrors.IsForbidden(err) {
 		t.Fatalf("LastError = %v, want Forbidden", err)
+	}
+}
+
+// TestAcquiresWhenTheLeaseExpires: a candidate takes over a Lease whose
+// holder stopped renewing at the moment it expires by the candidate's
+// clock, not at its next round of RetryPeriod. The Lease lasts 5 s and
+// the candidate tries every 2 s: it tries at 0, 2 and 4 s, and then at
+// 5 s, when the Lease expires (it would wait until 6 s otherwise).
+func TestAcquiresWhenTheLeaseExpires(t *testing.T) {
+	c := leases(t, "").Namespace("default")
+	gone, dur := "gone", int32(5)
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := c.Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "expires"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &gone, LeaseDurationSeconds: &dur, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fake := clock.NewFake(time.Now())
+	opts := leaderelection.Options{LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: 2 * time.Second}
+	leaderelection.SetClock(&opts, fake)
+	rec := newRecorder()
+	start(t, leases(t, ""), "expires", "b", rec, opts)
+	// waitArmed waits until the candidate, having tried, waits again.
+	waitArmed := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for fake.Waiters() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the candidate did not wait again %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitArmed("after its first try")
+	fake.Step(2 * time.Second)
+	waitArmed("at 2 s")
+	fake.Step(2 * time.Second)
+	waitArmed("at 4 s")
+	if l := rec.current(); l != "" {
+		t.Fatalf("%q leads before the Lease expired", l)
+	}
+	fake.Step(time.Second) // 5 s: the Lease has expired
+	if l := rec.waitLeader(t, ""); l != "b" {
+		t.Fatalf("leader %q, want b", l)
 	}
 }

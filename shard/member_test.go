@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -170,6 +171,46 @@ func TestExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the renewed ghost back in the ring", func() bool { return members.Live("ghost") })
+}
+
+// TestExpiryOnTime: a Lease drops out of the ring at the moment it
+// expires by the watcher's clock, not at the next of its once-a-second
+// checks. The Lease is first seen half a second after the checks began,
+// so it expires between two of them.
+func TestExpiryOnTime(t *testing.T) {
+	leases := leaseClient(t, "").Namespace("default")
+	fake := clock.NewFake(time.Now())
+	members, err := NewMembers(leases, MembersOptions{Ring: "on-time", Namespace: "default", clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, members.Start)
+	armed := func(what string) {
+		t.Helper()
+		eventually(t, what, func() bool { return fake.Waiters() > 0 })
+	}
+	armed("the first check armed")
+	fake.Step(500 * time.Millisecond) // no check due yet
+	ghost, dur := "ghost", int32(10)
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-time-ghost", Labels: map[string]string{RingLabel: "on-time"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &ghost, LeaseDurationSeconds: &dur, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ghost in the ring", func() bool { return members.Live("ghost") })
+	fake.Step(500 * time.Millisecond) // the check at 1 s
+	armed("the check after 1 s armed")
+	for i := 2; i <= 10; i++ { // the checks at 2, 3, ... 10 s
+		fake.Step(time.Second)
+		armed(fmt.Sprintf("the check after %d s armed", i))
+	}
+	if !members.Live("ghost") {
+		t.Fatal("the ghost left before its lease duration")
+	}
+	fake.Step(500 * time.Millisecond) // 10.5 s: 10 s after it was seen
+	eventually(t, "the ghost to expire at 10.5 s", func() bool { return !members.Live("ghost") })
 }
 
 // TestMemberLost: a replica that cannot write its Lease gives up after

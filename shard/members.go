@@ -164,14 +164,14 @@ func (m *Members) Changes() <-chan struct{} {
 	return ch
 }
 
-// Start watches the Leases until ctx ends, and checks every second for
-// Leases that expired; it returns what the informer's Start returns (nil
-// when ctx ended).
+// Start watches the Leases until ctx ends, and checks for Leases that
+// expired at the moment the next one would, and at least every second; it
+// returns what the informer's Start returns (nil when ctx ended).
 func (m *Members) Start(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- m.inf.Start(ctx) }()
 	for {
-		t := m.clock.NewTimer(time.Second)
+		t := m.clock.NewTimer(m.nextCheck())
 		select {
 		case err := <-done:
 			t.Stop()
@@ -180,4 +180,18 @@ func (m *Members) Start(ctx context.Context) error {
 			m.update()
 		}
 	}
+}
+
+// nextCheck is the time until the next live Lease would expire by our
+// clock, and at most a second.
+func (m *Members) nextCheck() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now, next := m.clock.Now(), time.Second
+	for _, o := range m.seen {
+		if left := o.seenAt.Add(o.duration).Sub(now); o.holder != "" && left > 0 && left < next {
+			next = left
+		}
+	}
+	return next
 }
