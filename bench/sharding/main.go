@@ -12,7 +12,8 @@
 // after a GC and what its informers hold; and the reconciles per replica.
 // After 1 -> 3 it creates new Shelves one at a time, alternately with the
 // assignment webhook off (the leader's watch labels them) and on, and
-// reports each mode's create latency and time until labelled. At the end
+// reports each mode's create latency and time until labelled; it does so
+// under the workload's updates, then again with them paused. At the end
 // it checks, across the replicas' logs (CLOCK_MONOTONIC), that no Shelf
 // was ever reconciled by two replicas at once.
 //

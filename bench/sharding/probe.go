@@ -25,6 +25,7 @@ import (
 // ProbeReport is one mode's figures.
 type ProbeReport struct {
 	Mode                     string
+	Quiet                    bool // the workload's updates were paused
 	Creates                  int
 	LabelledAtCreate         int
 	CreateP50, CreateP99     time.Duration
@@ -62,7 +63,11 @@ func (r *run) setWebhook(ctx context.Context, on bool) error {
 
 // probe runs rounds of n creates in each mode and removes the probe
 // objects afterwards.
-func (r *run) probe(ctx context.Context, rounds, n int) ([]ProbeReport, error) {
+func (r *run) probe(ctx context.Context, rounds, n int, quiet bool) ([]ProbeReport, error) {
+	if quiet {
+		r.upd.Lock() // holds the updater
+		defer r.upd.Unlock()
+	}
 	type sample struct{ create, labelled time.Duration }
 	samples := map[string][]sample{}
 	atCreate := map[string]int{}
@@ -76,6 +81,9 @@ func (r *run) probe(ctx context.Context, rounds, n int) ([]ProbeReport, error) {
 			time.Sleep(2 * time.Second) // the API server reloads webhook configurations
 			for i := range n {
 				name := fmt.Sprintf("probe-%s-%d-%03d", mode, round, i)
+				if quiet { // names of their own: the first probe's may still be going
+					name = "probe-quiet-" + strings.TrimPrefix(name, "probe-")
+				}
 				obj := &unstructured.Unstructured{Object: map[string]any{
 					"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
 					"metadata": map[string]any{"name": name, "namespace": ns},
@@ -144,11 +152,15 @@ func (r *run) probe(ctx context.Context, rounds, n int) ([]ProbeReport, error) {
 			}
 			return d[min(len(d)-1, int(p*float64(len(d))))]
 		}
-		rep := ProbeReport{Mode: mode, Creates: len(ss), LabelledAtCreate: atCreate[mode],
+		rep := ProbeReport{Mode: mode, Quiet: quiet, Creates: len(ss), LabelledAtCreate: atCreate[mode],
 			CreateP50: pct(creates, 0.5), CreateP99: pct(creates, 0.99), LabelledP50: pct(labelled, 0.5), LabelledP99: pct(labelled, 0.99)}
 		out = append(out, rep)
+		name := mode
+		if quiet {
+			name += ", updates paused"
+		}
 		fmt.Fprintf(r.opts.Out, "new Shelves, %-7s: %d creates, %d labelled at create; create p50 %s p99 %s; labelled after p50 %s p99 %s\n",
-			mode, rep.Creates, rep.LabelledAtCreate, rep.CreateP50.Round(10*time.Microsecond), rep.CreateP99.Round(10*time.Microsecond),
+			name, rep.Creates, rep.LabelledAtCreate, rep.CreateP50.Round(10*time.Microsecond), rep.CreateP99.Round(10*time.Microsecond),
 			rep.LabelledP50.Round(10*time.Microsecond), rep.LabelledP99.Round(10*time.Microsecond))
 	}
 	return out, nil

@@ -143,8 +143,15 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		if s.name == "1 -> 3" && r.opts.ProbeCreates > 0 {
-			if rep.Probes, err = r.probe(ctx, 4, r.opts.ProbeCreates/4); err != nil {
-				return nil, err
+			// Under the workload's updates, then with them paused: the
+			// second tells the webhook's own cost from the machine's
+			// load.
+			for _, quiet := range []bool{false, true} {
+				ps, err := r.probe(ctx, 4, r.opts.ProbeCreates/4, quiet)
+				if err != nil {
+					return nil, err
+				}
+				rep.Probes = append(rep.Probes, ps...)
 			}
 		}
 	}

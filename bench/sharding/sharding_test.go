@@ -40,8 +40,8 @@ func TestShardingScenario(t *testing.T) {
 			t.Errorf("no create of %d labelled at create by the webhook", p.Creates)
 		}
 	}
-	if len(rep.Probes) != 2 {
-		t.Errorf("%d probe modes reported, want 2", len(rep.Probes))
+	if len(rep.Probes) != 4 {
+		t.Errorf("%d probes reported, want 4 (two modes, with and without the workload's updates)", len(rep.Probes))
 	}
 	if len(rep.Steps) != 5 {
 		t.Fatalf("%d steps reported, want 5", len(rep.Steps))
