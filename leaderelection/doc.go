@@ -12,8 +12,10 @@
 //
 // # How it works
 //
-// Every RetryPeriod each candidate reads the Lease. If nobody holds it, or
-// the holder has not renewed it for LeaseDuration, the candidate writes
+// Every RetryPeriod each candidate reads the Lease, and once more at the
+// moment the holder's Lease expires by its clock, if that comes sooner.
+// If nobody holds it, or the holder has not renewed it for LeaseDuration
+// (counted from when this candidate saw the renewal), the candidate writes
 // itself in as holder; the write is conditional on the Lease's
 // resourceVersion, so of several candidates exactly one succeeds. The
 // leader renews every RetryPeriod. When it cannot renew for RenewDeadline
