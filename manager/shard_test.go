@@ -35,11 +35,13 @@ type reconcileLog struct {
 	overlaps []string
 
 	// Once check is set, reconciles of an owner whose Secret exists but is
-	// not in the replica's cache are counted in early: an owner that
+	// not in the replica's cache are recorded in early: an owner that
 	// arrived at its new shard before what it owns.
 	check   bool
 	created map[string]bool // key -> its Secret exists
 	early   []string
+	step    string         // the step under way, named in early
+	perStep map[string]int // early reconciles per step
 }
 
 // owned records whether the Secret of key was in the replica's cache.
@@ -47,7 +49,8 @@ func (l *reconcileLog) owned(replica, key string, cached bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.check && l.created[key] && !cached {
-		l.early = append(l.early, replica+" "+key)
+		l.early = append(l.early, replica+" "+key+" ("+l.step+")")
+		l.perStep[l.step]++
 	}
 }
 
@@ -116,7 +119,12 @@ func TestShardedManagers(t *testing.T) {
 		}
 	}
 
-	log := &reconcileLog{active: map[string]string{}, seen: map[string]string{}, by: map[string]string{}, created: map[string]bool{}}
+	log := &reconcileLog{active: map[string]string{}, seen: map[string]string{}, by: map[string]string{}, created: map[string]bool{}, perStep: map[string]int{}}
+	step := func(name string) {
+		log.mu.Lock()
+		log.step = name
+		log.mu.Unlock()
+	}
 	kinds := []schema.GroupKind{{Kind: "ConfigMap"}, {Kind: "Secret"}}
 	start := func(id string) *replica {
 		mgr, err := manager.New(manager.Options{
@@ -265,6 +273,7 @@ func TestShardedManagers(t *testing.T) {
 	log.check = true
 	log.mu.Unlock()
 
+	step("1 -> 3")
 	b, cr := start("b"), start("c")
 	eventually(t, "three replicas to share the objects", settled("1", a, b, cr))
 	for _, r := range []*replica{a, b, cr} {
@@ -272,12 +281,14 @@ func TestShardedManagers(t *testing.T) {
 			t.Errorf("replica %s holds %d of %d ConfigMaps, outside 0.8-1.25 of a third", r.id, got, n)
 		}
 	}
+	step("updates with 3")
 	update("2")
 	eventually(t, "three replicas to reconcile every change", settled("2", a, b, cr))
 
 	// The drain label, as the leader writes it for an object that its
 	// shard did not release by itself: the shard releases the object, and
 	// it comes back to the shard the ring gives it.
+	step("drain")
 	drainPatch := fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"}}}`, shard.DrainLabel("test"), time.Now().UnixMilli())
 	if _, err := cms.Patch(t.Context(), "cm-0", types.MergePatchType, []byte(drainPatch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -295,6 +306,7 @@ func TestShardedManagers(t *testing.T) {
 
 	// A shard that joins and then dies without leaving: its Lease is never
 	// renewed. Objects drain to it, then move on at once when it expires.
+	step("ghost")
 	leases, _ := client.For[coordinationv1.Lease](rc, client.Options{})
 	ghost, dur, now := "ghost", int32(3), metav1.NewMicroTime(time.Now())
 	if _, err := leases.Namespace(ns).Create(t.Context(), &coordinationv1.Lease{
@@ -309,6 +321,7 @@ func TestShardedManagers(t *testing.T) {
 	})
 	eventually(t, "objects to move off the dead shard", settled("2", a, b, cr))
 
+	step("3 -> 2")
 	b.stop(t)
 	eventually(t, "two replicas to take over the leaving one's objects", settled("2", a, cr))
 	update("3")
@@ -319,10 +332,18 @@ func TestShardedManagers(t *testing.T) {
 	if len(log.overlaps) > 0 {
 		t.Errorf("%d overlapping reconciles, such as %s", len(log.overlaps), log.overlaps[0])
 	}
-	if len(log.early) > n/10 {
-		t.Errorf("%d reconciles of an owner that reached its shard before its Secret (at most %d allowed for watch races), such as %s", len(log.early), n/10, log.early[0])
+	// Owners are counted, not their reconciles: an owner whose Secret
+	// comes late is reconciled again at each of the test's changes to it,
+	// as many times as the machine's load lets the changes run meanwhile.
+	// Without the hand-over, most of the 60 owners that move do so.
+	early := map[string]int{} // "replica key (step)" -> its reconciles
+	for _, e := range log.early {
+		early[e]++
 	}
-	t.Logf("%d reconciles of an owner that reached its shard before its Secret", len(log.early))
+	if len(early) > n/10 {
+		t.Errorf("%d owners reached their shard before their Secret (at most %d allowed for watch races), such as %s", len(early), n/10, log.early[0])
+	}
+	t.Logf("%d owners reached their shard before their Secret (%d reconciles of them), per step %v: %v", len(early), len(log.early), log.perStep, early)
 }
 
 // stop stops the replica gracefully, once.
