@@ -234,7 +234,7 @@ func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound 
 		}
 		return w
 	}
-	var pendingShelves, pendingCMs []string // store keys off their shard at the last look; nil: look at all
+	var pendingShelves, pendingCMs []string // store keys of the objects off their shard at the last look
 	full := true
 	for {
 		for _, p := range r.procs {
