@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // cpuSeconds is the user and system CPU time a process has used, from
@@ -115,33 +118,27 @@ func (r *run) requestCounts(ctx context.Context) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("kube-apiserver metrics: %s", resp.Status)
 	}
-	b, err := io.ReadAll(resp.Body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube-apiserver metrics: %w", err)
 	}
 	m := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
+	if f := families["apiserver_request_total"]; f != nil {
+		for _, metric := range f.GetMetric() {
+			var verb, resource string
+			for _, l := range metric.GetLabel() {
+				switch l.GetName() {
+				case "verb":
+					verb = l.GetValue()
+				case "resource":
+					resource = l.GetValue()
+				}
+			}
+			m[verb+" "+resource] += metric.GetCounter().GetValue()
 		}
-		i := strings.LastIndexByte(line, ' ')
-		n, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[labelValue(line, "verb")+" "+labelValue(line, "resource")] += n
 	}
 	return m, nil
-}
-
-// labelValue returns a label's value in a Prometheus text line.
-func labelValue(line, name string) string {
-	_, v, ok := strings.Cut(line, name+`="`)
-	if !ok {
-		return ""
-	}
-	v, _, _ = strings.Cut(v, `"`)
-	return v
 }
 
 // requestLine lists the requests kube-apiserver served between two
