@@ -71,7 +71,11 @@ func (e *StaleCacheError) Unwrap() error { return ErrStaleCache }
 //
 // Objects returned by reads are shared with the cache: do not change them.
 // Create, Update and UpdateStatus refuse them with [ErrCachedObject]; write
-// a DeepCopy. A CachedClient is safe for concurrent use.
+// a DeepCopy. They also refuse, with a *client.SharedChangedError
+// ([client.ErrSharedChanged]), to write an object whose cached version (or
+// which itself) holds a part shared with other cached objects that was
+// changed in place: a copy made after such a change would carry it. A
+// CachedClient is safe for concurrent use.
 type CachedClient[T client.Object] struct {
 	live *client.Client[T]
 	inf  *Informer[T]
@@ -290,7 +294,8 @@ func (c *CachedClient[T]) Delete(ctx context.Context, obj T, opts metav1.DeleteO
 }
 
 // notCached returns an error wrapping [ErrCachedObject] if obj is the
-// object the cache holds under its key.
+// object the cache holds under its key, and a *client.SharedChangedError
+// if the cached object holds a shared part changed in place.
 func (c *CachedClient[T]) notCached(op string, obj T) error {
 	cached, ok := c.inf.store.Get(key(obj.GetNamespace(), obj.GetName()))
 	if !ok {
@@ -299,6 +304,12 @@ func (c *CachedClient[T]) notCached(op string, obj T) error {
 	a, b := reflect.ValueOf(obj), reflect.ValueOf(cached)
 	if a.Kind() == reflect.Pointer && b.Kind() == reflect.Pointer && a.UnsafePointer() == b.UnsafePointer() {
 		return fmt.Errorf("cache: %s %s: %w", op, key(obj.GetNamespace(), obj.GetName()), ErrCachedObject)
+	}
+	// A copy of the cached object made after a part it shares was
+	// changed in place carries the change: the copy's parts are its own,
+	// so look in the cached object.
+	if path, changed := shared.Changed(b); changed {
+		return &client.SharedChangedError{Op: op, Key: key(obj.GetNamespace(), obj.GetName()), Path: path, InCache: true}
 	}
 	return nil
 }

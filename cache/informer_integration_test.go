@@ -416,6 +416,41 @@ func TestInformersAgainstAServer(t *testing.T) {
 			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
 				t.Fatalf("%s, sharing %d: CheckMutations = %v, want a MutationError for %v", tc.wire.ContentType(), tc.sharing, err, want)
 			}
+			// Writes do not send the change into another object: not the
+			// cached object itself through a plain client, nor a copy of
+			// it made after the change through a CachedClient. An object
+			// whose parts are its own is written.
+			cc, err := cache.NewCachedClient(live.Namespace("sharing"), inf, cache.CachedClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"a", "b", "d", "e"} {
+				holds := slices.Contains(want, "sharing/"+name)
+				for _, w := range []struct {
+					how     string
+					inCache bool
+					write   func() error
+				}{
+					{"the cached object, through a client", false, func() error {
+						_, err := live.Namespace("sharing").Update(ctx, get(name), metav1.UpdateOptions{})
+						return err
+					}},
+					{"a copy, through a cached client", true, func() error {
+						_, err := cc.Update(ctx, get(name).DeepCopy(), metav1.UpdateOptions{})
+						return err
+					}},
+				} {
+					err := w.write()
+					var sce *client.SharedChangedError
+					switch {
+					case !holds && err != nil:
+						t.Errorf("%s, sharing %d: write of %s (%s), which holds no changed part: %v", tc.wire.ContentType(), tc.sharing, name, w.how, err)
+					case holds && (!errors.As(err, &sce) || !errors.Is(err, client.ErrSharedChanged) || sce.Path != ".Data" || sce.InCache != w.inCache || sce.Key != "sharing/"+name):
+						t.Errorf("%s, sharing %d: write of %s (%s) = %v; want a SharedChangedError at .Data (in the cache: %t)", tc.wire.ContentType(), tc.sharing, name, w.how, err, w.inCache)
+					}
+				}
+			}
+			c.Data["v"] = "same" // undone, for the informers after this one
 		}
 	})
 
@@ -477,6 +512,18 @@ func TestInformersAgainstAServer(t *testing.T) {
 			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
 				t.Fatalf("sharing %d: CheckMutations = %v, want a MutationError for %v", tc.sharing, err, want)
 			}
+			// A write of a cached object holding the changed data is
+			// refused; one holding data of its own is not.
+			for _, name := range []string{"a", "b", "d", "e"} {
+				u, _ := inf.Lister().Namespace("sharing").Get(name)
+				_, err := live.Namespace("sharing").Update(ctx, u, metav1.UpdateOptions{})
+				var sce *client.SharedChangedError
+				if holds := slices.Contains(want, "sharing/"+name); holds != (err != nil) ||
+					holds && (!errors.As(err, &sce) || sce.Path != `.Object["data"]`) {
+					t.Errorf("sharing %d: write of %s, which holds the changed data: %t: %v", tc.sharing, name, holds, err)
+				}
+			}
+			c["data"].(map[string]any)["v"] = "same" // undone
 		}
 	})
 

@@ -57,8 +57,9 @@ const (
 )
 
 // shared is the one table of the process: informers of all types share
-// it (keys carry the Go type).
-var shared = intern.New()
+// it (keys carry the Go type), and writes through a client.Client check
+// objects against it.
+var shared = intern.Process()
 
 // sharedStrings holds one copy of the short strings that informers'
 // objects hold, for the whole process (made when first needed: 128 KB).

@@ -144,10 +144,14 @@ func (c *Client[T]) named(ctx context.Context, verb, name string) (Resource, str
 
 // objectNamespace returns the resource and the namespace for writing obj:
 // the client's, or the object's when the client has none. They must
-// agree.
+// agree. It refuses an object holding a shared part changed in place
+// (see [ErrSharedChanged]).
 func (c *Client[T]) objectNamespace(ctx context.Context, verb string, obj T) (Resource, string, error) {
 	res, err := c.resource(ctx)
 	if err != nil {
+		return res, "", err
+	}
+	if err := checkShared(verb, obj); err != nil {
 		return res, "", err
 	}
 	if !res.Namespaced {

@@ -2,6 +2,7 @@ package intern
 
 import (
 	"hash/maphash"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -33,8 +34,11 @@ const shards = 64
 // concurrent use.
 type Table struct {
 	shards [shards]shard
-	size   atomic.Int64
-	rm     func(Key) // remove, made once: a cleanup per entry costs no closure
+	// parts finds a value by its address, with the fingerprint it had
+	// when it was put (see Changed).
+	parts [shards]partShard
+	size  atomic.Int64
+	rm    func(Key) // remove, made once: a cleanup per entry costs no closure
 	// recent remembers the keys of values met lately that the table did
 	// not hold, so that a value gets an entry only when it is met a
 	// second time. Each key has one byte-wide slot, which holds 8 bits of
@@ -53,8 +57,28 @@ const recentSlots = 1 << 18
 
 type shard struct {
 	mu   sync.Mutex
-	m    map[Key]weak.Pointer[byte]
+	m    map[Key]entry
 	peak int // the most entries m has held since it was made
+}
+
+type entry struct {
+	w weak.Pointer[byte]
+	p uintptr // the value's address, to find its part when it goes
+}
+
+// partShard holds, by address, the values of entries whose keys fall in
+// one shard.
+type partShard struct {
+	mu   sync.Mutex
+	m    map[uintptr]part
+	peak int // as in shard
+}
+
+// part is what Changed knows of a value in the table.
+type part struct {
+	w   weak.Pointer[byte] // the value, to tell it from a later one at its address
+	sum uint64             // its fingerprint when it was put
+	n   int                // its length, for an array
 }
 
 // New returns an empty table.
@@ -62,7 +86,8 @@ func New() *Table {
 	t := &Table{}
 	t.rm = t.remove
 	for i := range t.shards {
-		t.shards[i].m = map[Key]weak.Pointer[byte]{}
+		t.shards[i].m = map[Key]entry{}
+		t.parts[i].m = map[uintptr]part{}
 	}
 	return t
 }
@@ -74,12 +99,12 @@ func (t *Table) shard(k Key) *shard { return &t.shards[k.a%shards] }
 func (t *Table) Get(k Key) unsafe.Pointer {
 	s := t.shard(k)
 	s.mu.Lock()
-	w, ok := s.m[k]
+	e, ok := s.m[k]
 	s.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return unsafe.Pointer(w.Value())
+	return unsafe.Pointer(e.w.Value())
 }
 
 // Put stores p (the start of a heap allocation holding the decoded value)
@@ -88,23 +113,67 @@ func (t *Table) Get(k Key) unsafe.Pointer {
 // removed once p's allocation is collected. Values smaller than 16 bytes
 // without pointers must not be stored: the runtime may batch them with
 // other objects, so their entries might never go.
-func (t *Table) Put(k Key, p unsafe.Pointer) unsafe.Pointer {
+//
+// typ and n say what p is, so that [Table.Changed] can later tell whether
+// the value was changed in place: a map type (p is the map), a pointer
+// type (p is what it points to), or a slice type with n elements (p is
+// the first). The value must be complete: Put takes its fingerprint.
+func (t *Table) Put(k Key, p unsafe.Pointer, typ reflect.Type, n int) unsafe.Pointer {
+	sum := Sum(valueAt(typ, p, n))
 	s := t.shard(k)
 	s.mu.Lock()
-	if w, ok := s.m[k]; ok {
-		if q := w.Value(); q != nil {
+	if e, ok := s.m[k]; ok {
+		if q := e.w.Value(); q != nil {
 			s.mu.Unlock()
 			return unsafe.Pointer(q)
 		}
+		t.forget(e.p) // collected, its cleanup yet to run
 	} else {
 		t.size.Add(1)
 	}
 	w := weak.Make((*byte)(p))
-	s.m[k] = w
+	s.m[k] = entry{w, uintptr(p)}
 	s.peak = max(s.peak, len(s.m))
+	ps := t.partShard(uintptr(p))
+	ps.mu.Lock()
+	ps.m[uintptr(p)] = part{w, sum, n}
+	ps.peak = max(ps.peak, len(ps.m))
+	ps.mu.Unlock()
 	s.mu.Unlock()
 	runtime.AddCleanup((*byte)(p), t.rm, k)
 	return p
+}
+
+// valueAt returns the value p is, as Put describes it.
+func valueAt(typ reflect.Type, p unsafe.Pointer, n int) reflect.Value {
+	switch typ.Kind() {
+	case reflect.Map:
+		return reflect.NewAt(typ, unsafe.Pointer(&p)).Elem()
+	case reflect.Slice:
+		return reflect.SliceAt(typ.Elem(), p, n)
+	default:
+		return reflect.NewAt(typ.Elem(), p)
+	}
+}
+
+func (t *Table) partShard(p uintptr) *partShard { return &t.parts[(p>>4)%shards] }
+
+// forget removes the part at p if its value has been collected (a value
+// put since then at the same address keeps its own).
+func (t *Table) forget(p uintptr) {
+	ps := t.partShard(p)
+	ps.mu.Lock()
+	if pt, ok := ps.m[p]; ok && pt.w.Value() == nil {
+		delete(ps.m, p)
+		if ps.peak >= shrinkFrom && len(ps.m) < ps.peak/2 {
+			m := make(map[uintptr]part, len(ps.m))
+			for p, pt := range ps.m {
+				m[p] = pt
+			}
+			ps.m, ps.peak = m, len(m)
+		}
+	}
+	ps.mu.Unlock()
 }
 
 // remove deletes k's entry if its value has been collected. (A value
@@ -113,8 +182,9 @@ func (t *Table) Put(k Key, p unsafe.Pointer) unsafe.Pointer {
 func (t *Table) remove(k Key) {
 	s := t.shard(k)
 	s.mu.Lock()
-	if w, ok := s.m[k]; ok && w.Value() == nil {
+	if e, ok := s.m[k]; ok && e.w.Value() == nil {
 		delete(s.m, k)
+		t.forget(e.p)
 		t.size.Add(-1)
 		s.shrink()
 	}
@@ -130,9 +200,9 @@ func (s *shard) shrink() {
 	if s.peak < shrinkFrom || len(s.m) >= s.peak/2 {
 		return
 	}
-	m := make(map[Key]weak.Pointer[byte], len(s.m)) // maps.Clone would keep the room
-	for k, w := range s.m {
-		m[k] = w
+	m := make(map[Key]entry, len(s.m)) // maps.Clone would keep the room
+	for k, e := range s.m {
+		m[k] = e
 	}
 	s.m, s.peak = m, len(m)
 }
@@ -169,3 +239,12 @@ func (t *Table) MetBefore(k Key) bool {
 
 // Len returns the number of entries, collected or not yet removed.
 func (t *Table) Len() int { return int(t.size.Load()) }
+
+// process is the table Loom's informers share parts through, made when
+// first needed.
+var process = sync.OnceValue(New)
+
+// Process returns the process's table: informers share the parts of the
+// objects they decode through it, and writes look in it for shared parts
+// changed in place ([Table.Changed]).
+func Process() *Table { return process() }

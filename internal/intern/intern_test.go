@@ -1,11 +1,15 @@
 package intern
 
 import (
+	"reflect"
 	"runtime"
 	"strconv"
 	"testing"
 	"unsafe"
 )
+
+// arrayPtr is the type of the values the tests put.
+var arrayPtr = reflect.TypeFor[*[32]byte]()
 
 // TestTableShrinks: once most values are collected, the table's maps are
 // made anew at the size of what is left, and the values still alive are
@@ -20,7 +24,7 @@ func TestTableShrinks(t *testing.T) {
 		keys[i] = KeyOf([]byte("value "+strconv.Itoa(i)), typ)
 		v := new([32]byte)
 		copy(v[:], strconv.Itoa(i))
-		if got := tab.Put(keys[i], unsafe.Pointer(v)); got != unsafe.Pointer(v) {
+		if got := tab.Put(keys[i], unsafe.Pointer(v), arrayPtr, 0); got != unsafe.Pointer(v) {
 			t.Fatalf("Put of a new key %d returned another value", i)
 		}
 		if i%(n/keep) == 0 {
@@ -49,6 +53,20 @@ func TestTableShrinks(t *testing.T) {
 	}
 	if total != len(kept) {
 		t.Errorf("%d entries in the shards, want %d", total, len(kept))
+	}
+	parts := 0
+	for i := range tab.parts {
+		ps := &tab.parts[i]
+		ps.mu.Lock()
+		l, peak := len(ps.m), ps.peak
+		ps.mu.Unlock()
+		parts += l
+		if peak >= shrinkFrom && peak > 2*l+1 {
+			t.Errorf("parts shard %d: %d parts, map made for a peak of %d", i, l, peak)
+		}
+	}
+	if parts != len(kept) {
+		t.Errorf("%d parts known by address, want %d (one per value still held)", parts, len(kept))
 	}
 	for j, v := range kept {
 		i := j * (n / keep)

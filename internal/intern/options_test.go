@@ -39,7 +39,7 @@ func TestOptionsStopLookingUpUniqueFields(t *testing.T) {
 	o := Options{Share: tab, Stats: &Stats{}}
 	v := new([32]byte)
 	ck := KeyOf([]byte("common"), nil)
-	tab.Put(ck, unsafe.Pointer(v))
+	tab.Put(ck, unsafe.Pointer(v), arrayPtr, 0)
 	for i := range 2 * warmup {
 		if !o.Sharing(common) {
 			t.Fatalf("a field found on every lookup stopped being looked up after %d", i)
@@ -136,7 +136,7 @@ func TestLookupPutsWhatIsMetTwice(t *testing.T) {
 		t.Errorf("counted %d tries, %d found; want 2, 1", c.tries.Load(), c.hits.Load())
 	}
 	v := new([32]byte)
-	o.Share.Put(k, unsafe.Pointer(v))
+	o.Share.Put(k, unsafe.Pointer(v), arrayPtr, 0)
 	if got, _ := o.Lookup(f, k); got != unsafe.Pointer(v) {
 		t.Error("the value put is not found")
 	}

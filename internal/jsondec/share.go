@@ -125,7 +125,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		if v == nil {
 			c := make([]byte, len(raw))
 			copy(c, raw)
-			v = p.opts.Share.Put(k, unsafe.Pointer(&c[0]))
+			v = p.opts.Share.Put(k, unsafe.Pointer(&c[0]), bytesType, len(c))
 		}
 		blob := unsafe.Slice((*byte)(v), len(raw))
 		if pl.kind == tPtr {
@@ -149,7 +149,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			if h.len != n || h.cap != n {
 				return p.errf("array changed length while decoding") // cannot happen: the skip counted it
 			}
-			v = p.opts.Share.Put(k, h.data)
+			v = p.opts.Share.Put(k, h.data, pl.typ, n)
 		}
 		h.data, h.len, h.cap = v, n, n
 		return nil
@@ -161,7 +161,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 				return err
 			}
 			sub.learn()
-			v = p.opts.Share.Put(k, obj)
+			v = p.opts.Share.Put(k, obj, pl.typ, 0)
 		}
 		*(*unsafe.Pointer)(fp) = v
 		return nil
@@ -173,7 +173,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 				return err
 			}
 			sub.learn()
-			v = p.opts.Share.Put(k, *(*unsafe.Pointer)(fp))
+			v = p.opts.Share.Put(k, *(*unsafe.Pointer)(fp), pl.typ, 0)
 		}
 		*(*unsafe.Pointer)(fp) = v
 		return nil
@@ -181,8 +181,11 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 }
 
 var (
-	mapType   = rtype(reflect.TypeFor[map[string]any]())
-	sliceType = rtype(reflect.TypeFor[[]any]())
+	bytesType    = reflect.TypeFor[[]byte]()
+	anyMapType   = reflect.TypeFor[map[string]any]()
+	anySliceType = reflect.TypeFor[[]any]()
+	mapType      = rtype(anyMapType)
+	sliceType    = rtype(anySliceType)
 )
 
 // sharedValue parses the value at p.i, the member k of an object below the
@@ -225,7 +228,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 				return nil, err
 			}
 			sub.learn()
-			v = p.opts.Share.Put(key, *(*unsafe.Pointer)(unsafe.Pointer(&m)))
+			v = p.opts.Share.Put(key, *(*unsafe.Pointer)(unsafe.Pointer(&m)), anyMapType, 0)
 		}
 		return *(*map[string]any)(unsafe.Pointer(&v)), nil
 	}
@@ -252,7 +255,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 		if len(a) != n || cap(a) != n {
 			return nil, p.errf("array changed length while decoding") // cannot happen: the skip counted it
 		}
-		v = p.opts.Share.Put(key, unsafe.Pointer(unsafe.SliceData(a)))
+		v = p.opts.Share.Put(key, unsafe.Pointer(unsafe.SliceData(a)), anySliceType, n)
 	}
 	return unsafe.Slice((*any)(v), n), nil
 }

@@ -274,3 +274,51 @@ func TestPartsRepeatedInOneObject(t *testing.T) {
 		t.Errorf("the table took %d entries for parts met in one object only", n)
 	}
 }
+
+// TestChangedInPlace: a part shared by decoded objects, typed or
+// unstructured, and changed in place through one of them is found in the
+// other by the table's Changed, which a write checks; the parts as
+// decoded are not.
+func TestChangedInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(p *corev1.Pod)
+		path   string
+	}{
+		{"none", func(*corev1.Pod) {}, ""},
+		{"own name", func(p *corev1.Pod) { p.Name = "c" }, ""},
+		{"container image", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "changed" }, ".Spec.Containers"},
+		{"label", func(p *corev1.Pod) { p.Labels["app"] = "changed" }, ".ObjectMeta.Labels"},
+		{"managed fields blob", func(p *corev1.Pod) { p.ManagedFields[0].FieldsV1.Raw[2] = 'x' }, ".ObjectMeta.ManagedFields[0].FieldsV1.Raw"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := intern.Options{Share: intern.New(), Structs: true}
+			decodeWith(t, o, managedPod("first"))
+			a, b := decodeWith(t, o, managedPod("a")), decodeWith(t, o, managedPod("b"))
+			if path, changed := o.Share.Changed(reflect.ValueOf(b)); changed {
+				t.Fatalf("a part of b as decoded counts as changed, at %s", path)
+			}
+			tc.change(a)
+			path, changed := o.Share.Changed(reflect.ValueOf(b))
+			if changed != (tc.path != "") || path != tc.path {
+				t.Errorf("Changed(b) = %q, %v; want %q, %v", path, changed, tc.path, tc.path != "")
+			}
+			if path, changed := o.Share.Changed(reflect.ValueOf(b.DeepCopy())); changed {
+				t.Errorf("a copy of b counts as changed, at %s", path)
+			}
+		})
+	}
+	t.Run("unstructured", func(t *testing.T) {
+		o := intern.Options{Share: intern.New(), Structs: true}
+		decodeObject(t, o, managedPod("first"))
+		a, b := decodeObject(t, o, managedPod("a")), decodeObject(t, o, managedPod("b"))
+		if path, changed := o.Share.Changed(reflect.ValueOf(b)); changed {
+			t.Fatalf("a part of b as decoded counts as changed, at %s", path)
+		}
+		a["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "changed"
+		path, changed := o.Share.Changed(reflect.ValueOf(b))
+		if !changed || !strings.HasPrefix(path, `["spec"]`) {
+			t.Errorf("Changed(b) = %q, %v; want a path in the spec", path, changed)
+		}
+	})
+}

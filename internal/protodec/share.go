@@ -56,7 +56,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			}
 			rb = rest
 		}
-		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, *(*unsafe.Pointer)(fp), put)
+		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, *(*unsafe.Pointer)(fp), put, f.typ, 0)
 		return end, nil
 
 	case f.rep && f.kind == kMessage && p != d.root && (*sliceHeader)(fp).len == 0:
@@ -92,7 +92,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			}
 			rb = rest
 		}
-		h.data, h.len, h.cap = d.keepPart(sub, k, a, put), n, n
+		h.data, h.len, h.cap = d.keepPart(sub, k, a, put, f.typ, n), n, n
 		return end, nil
 
 	case f.ptr && f.kind == kMessage && *(*unsafe.Pointer)(fp) == nil && f.elem.Size() >= minShared && d.canShare():
@@ -112,7 +112,7 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		if err := sub.message(f.sub, data, v); err != nil {
 			return 0, err
 		}
-		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, v, put)
+		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, v, put, f.typ, 0)
 		return end, nil
 	}
 	return 0, nil
@@ -158,7 +158,7 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 	}
 	c := make([]byte, len(data))
 	copy(c, data)
-	return unsafe.Slice((*byte)(d.opts.Share.Put(k, unsafe.Pointer(&c[0]))), len(data))
+	return unsafe.Slice((*byte)(d.opts.Share.Put(k, unsafe.Pointer(&c[0]), bytesType, len(c))), len(data))
 }
 
 // lookup returns k's value in the table, counting the try for f, and
@@ -180,11 +180,12 @@ func (d *decoder) forPart(data []byte, f *field, put bool) *decoder {
 }
 
 // keepPart returns the part v, with key k, that dec decoded: put in the
-// table with put, else remembered as the object's own (see recall).
-func (d *decoder) keepPart(dec *decoder, k intern.Key, v unsafe.Pointer, put bool) unsafe.Pointer {
+// table with put, else remembered as the object's own (see recall). typ
+// and n describe v as intern.Table.Put has it.
+func (d *decoder) keepPart(dec *decoder, k intern.Key, v unsafe.Pointer, put bool, typ reflect.Type, n int) unsafe.Pointer {
 	if put {
 		dec.learn()
-		return d.opts.Share.Put(k, v)
+		return d.opts.Share.Put(k, v, typ, n)
 	}
 	d.remember(k, v)
 	return v

@@ -1,0 +1,60 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/loom-k8s/loom/internal/intern"
+)
+
+// ErrSharedChanged is returned (wrapped in a *SharedChangedError) by a
+// write whose object holds a part that Loom's informers share between
+// cached objects (a container list, a label map, a managed-fields blob),
+// when that part was changed in place since it was decoded. Such a change
+// shows in every cached object holding the part, and sending it would
+// write it into an object that nobody meant to change. The fix is in the
+// code that changed a cached object: DeepCopy objects read from a cache
+// (a lister, an informer's handler, a cached client) before changing
+// them.
+var ErrSharedChanged = errors.New("a part shared by cached objects was changed in place (DeepCopy objects read from a cache before changing them)")
+
+// SharedChangedError names the object a write was refused for and where
+// the changed shared part is.
+type SharedChangedError struct {
+	Op   string // "create", "update", "apply", ...
+	Key  string // the written object's namespace/name
+	Path string // the part within the object checked (".Spec.Containers")
+	// InCache is set when the part is in the cache's object of the same
+	// key (a cache.CachedClient checks that one too), not in the object
+	// given to the write.
+	InCache bool
+}
+
+func (e *SharedChangedError) Error() string {
+	where := "the object written"
+	if e.InCache {
+		where = "the cached object of the same name"
+	}
+	return fmt.Sprintf("client: %s %s: %s in %s: %v", e.Op, e.Key, e.Path, where, ErrSharedChanged)
+}
+
+func (e *SharedChangedError) Unwrap() error { return ErrSharedChanged }
+
+// checkShared returns a *SharedChangedError if obj holds a part shared by
+// cached objects that was changed in place. Objects of the process's own
+// making hold no such parts, and cost one look through their references.
+func checkShared(op string, obj Object) error {
+	path, changed := intern.Process().Changed(reflect.ValueOf(obj))
+	if !changed {
+		return nil
+	}
+	return &SharedChangedError{Op: op, Key: objectKey(obj), Path: path}
+}
+
+func objectKey(obj Object) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}
