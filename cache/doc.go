@@ -141,10 +141,17 @@
 // lister and every handler. A transform ([InformerOptions].Transform)
 // shapes them before they are stored; the mutation detector
 // ([InformerOptions].DetectMutations, or LOOM_CACHE_MUTATION_DETECTOR=true)
-// finds code that changes them, in tests. A [CachedClient] refuses to
-// create or update from an object its cache holds, with
-// [ErrCachedObject], in production too; a write from a copy of it, or
-// through a client that does not know the cache, is not checked.
+// finds code that changes them, in tests. In production, writes check
+// what they send: a [CachedClient] refuses to create or update from an
+// object its cache holds, with [ErrCachedObject], and every client.Client
+// refuses an object holding a part that cached objects share (see
+// [Sharing]) and that was changed in place, with a
+// *client.SharedChangedError; a CachedClient also looks for such a part
+// in its cached object of the same key, so a copy made after the change
+// is refused too. Not checked: a copy written through a plain
+// client.Client (its parts are its own, and the client does not know the
+// cache), and parts one object repeats (a Deployment's labels and its
+// template's, decoded as one value), which are not in the sharing table.
 //
 // Metadata-only informers are informers of
 // *metav1.PartialObjectMetadata, over a client made with

@@ -43,7 +43,7 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 			return false
 		}
 		if pt, ok := t.part(v.UnsafePointer()); ok {
-			return Sum(v) != pt.sum
+			return uint32(Sum(v)) != pt.sum
 		}
 		if !holdsRefs(v.Type().Elem()) {
 			return false
@@ -61,7 +61,7 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 		}
 		if pt, ok := t.part(v.UnsafePointer()); ok {
 			// The array as it was put, whatever v's length now.
-			return Sum(reflect.SliceAt(v.Type().Elem(), v.UnsafePointer(), pt.n)) != pt.sum
+			return uint32(Sum(reflect.SliceAt(v.Type().Elem(), v.UnsafePointer(), int(pt.n)))) != pt.sum
 		}
 		for i := range v.Len() {
 			if t.changed(v.Index(i), at, depth+1) {
@@ -81,7 +81,7 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 			return false
 		}
 		if pt, ok := t.part(v.UnsafePointer()); ok {
-			return Sum(v) != pt.sum
+			return uint32(Sum(v)) != pt.sum
 		}
 		return t.changed(v.Elem(), at, depth+1)
 	case reflect.Interface:

@@ -77,8 +77,8 @@ type partShard struct {
 // part is what Changed knows of a value in the table.
 type part struct {
 	w   weak.Pointer[byte] // the value, to tell it from a later one at its address
-	sum uint64             // its fingerprint when it was put
-	n   int                // its length, for an array
+	sum uint32             // its fingerprint when it was put (half of it: a change goes unseen once in 4 billion)
+	n   uint32             // its length, for an array
 }
 
 // New returns an empty table.
@@ -136,7 +136,7 @@ func (t *Table) Put(k Key, p unsafe.Pointer, typ reflect.Type, n int) unsafe.Poi
 	s.peak = max(s.peak, len(s.m))
 	ps := t.partShard(uintptr(p))
 	ps.mu.Lock()
-	ps.m[uintptr(p)] = part{w, sum, n}
+	ps.m[uintptr(p)] = part{w, uint32(sum), uint32(n)}
 	ps.peak = max(ps.peak, len(ps.m))
 	ps.mu.Unlock()
 	s.mu.Unlock()
