@@ -17,7 +17,7 @@ import (
 // fingerprint covers everything below it. The values are read, never
 // changed; a value changed while Changed runs makes a data race.
 func (t *Table) Changed(v reflect.Value) (path string, changed bool) {
-	if t.Len() == 0 || !v.IsValid() {
+	if t.Len() == 0 || !v.IsValid() || !holdsRefs(v.Type()) {
 		return "", false
 	}
 	var at []string
@@ -34,7 +34,7 @@ func (t *Table) Changed(v reflect.Value) (path string, changed bool) {
 // changed reports whether v holds a changed part; if so, at gets the
 // steps to it, innermost first.
 func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
-	if depth > sumDepth || !holdsRefs(v.Type()) {
+	if depth > sumDepth {
 		return false
 	}
 	switch v.Kind() {
@@ -63,6 +63,9 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 			// The array as it was put, whatever v's length now.
 			return uint32(Sum(reflect.SliceAt(v.Type().Elem(), v.UnsafePointer(), int(pt.n)))) != pt.sum
 		}
+		if !holdsRefs(v.Type().Elem()) {
+			return false
+		}
 		for i := range v.Len() {
 			if t.changed(v.Index(i), at, depth+1) {
 				*at = append(*at, "["+strconv.Itoa(i)+"]")
@@ -70,6 +73,9 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 			}
 		}
 	case reflect.Array:
+		if !holdsRefs(v.Type().Elem()) {
+			return false
+		}
 		for i := range v.Len() {
 			if t.changed(v.Index(i), at, depth+1) {
 				*at = append(*at, "["+strconv.Itoa(i)+"]")
@@ -90,7 +96,7 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 		}
 		return t.changed(v.Elem(), at, depth+1)
 	case reflect.Struct:
-		for i := range v.NumField() {
+		for _, i := range refFields(v.Type()) {
 			if t.changed(v.Field(i), at, depth+1) {
 				*at = append(*at, "."+v.Type().Field(i).Name)
 				return true
@@ -119,7 +125,26 @@ func mapKey(k reflect.Value) string {
 	return "?"
 }
 
-var refTypes sync.Map // reflect.Type → bool
+var (
+	refTypes  sync.Map // reflect.Type → bool
+	refFieldLists sync.Map // reflect.Type → []int
+)
+
+// refFields returns the indexes of the fields of t, a struct type, that
+// can hold references (see holdsRefs).
+func refFields(t reflect.Type) []int {
+	if f, ok := refFieldLists.Load(t); ok {
+		return f.([]int)
+	}
+	var f []int
+	for i := range t.NumField() {
+		if holdsRefs(t.Field(i).Type) {
+			f = append(f, i)
+		}
+	}
+	refFieldLists.Store(t, f)
+	return f
+}
 
 // holdsRefs reports whether a value of type t can hold a map, a slice or
 // a pointer: the parts a table holds. (Strings are never changed in

@@ -14,5 +14,9 @@
 // stops looking up a field whose values prove unique.
 //
 // Values handed out by the table are shared by every object that uses
-// them: nobody may change them in place.
+// them: nobody may change them in place. To catch code that does, the
+// table also knows each value by its address, with a fingerprint ([Sum])
+// taken when it was put; [Table.Changed] looks through an object for
+// values whose fingerprint no longer matches, and writes refuse to send
+// them. [Process] is the table Loom's informers share.
 package intern

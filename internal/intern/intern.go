@@ -66,8 +66,8 @@ type entry struct {
 	p uintptr // the value's address, to find its part when it goes
 }
 
-// partShard holds, by address, the values of entries whose keys fall in
-// one shard.
+// partShard holds what Changed knows of the values whose addresses fall
+// in one shard, by address.
 type partShard struct {
 	mu   sync.Mutex
 	m    map[uintptr]part
