@@ -17,9 +17,9 @@ var sumSeed = maphash.MakeSeed()
 
 // Sum returns a fingerprint of the value v holds, deep: everything it
 // points to counts, map entries in any order. Two values that are equal
-// (as reflect.DeepEqual sees them, a Quantity by its canonical form)
-// have the same fingerprint, and a value changed anywhere almost surely
-// gets another. It is for telling whether a value was changed in place
+// (as reflect.DeepEqual sees them, but a Quantity by its value and
+// format, whatever its caches hold) have the same fingerprint, and a
+// value changed anywhere almost surely gets another. It is for telling whether a value was changed in place
 // since it was fingerprinted, not a hash for maps.
 func Sum(v reflect.Value) uint64 {
 	var h maphash.Hash
