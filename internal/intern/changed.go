@@ -55,24 +55,16 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 				return true
 			}
 		}
-	case reflect.Slice:
+	case reflect.Slice, reflect.Array:
 		if v.Len() == 0 {
 			return false
 		}
-		if pt, ok := t.part(v.UnsafePointer()); ok {
-			// The array as it was put, whatever v's length now.
-			return uint32(Sum(reflect.SliceAt(v.Type().Elem(), v.UnsafePointer(), int(pt.n)))) != pt.sum
-		}
-		if !holdsRefs(v.Type().Elem()) {
-			return false
-		}
-		for i := range v.Len() {
-			if t.changed(v.Index(i), at, depth+1) {
-				*at = append(*at, "["+strconv.Itoa(i)+"]")
-				return true
+		if v.Kind() == reflect.Slice {
+			if pt, ok := t.part(v.UnsafePointer()); ok {
+				// The array as it was put, whatever v's length now.
+				return uint32(Sum(reflect.SliceAt(v.Type().Elem(), v.UnsafePointer(), int(pt.n)))) != pt.sum
 			}
 		}
-	case reflect.Array:
 		if !holdsRefs(v.Type().Elem()) {
 			return false
 		}
