@@ -44,6 +44,15 @@
 // with 409 Conflict. [RetryOnConflict] re-runs a read-modify-write, and
 // [Client.Mutate] is that loop in one call.
 //
+// # Objects read from a cache
+//
+// Loom's informers share identical parts (containers, label maps,
+// managed fields) between the objects they cache, so a cached object
+// changed in place changes others with it. Create, Update, UpdateStatus
+// and Apply refuse an object holding such a part that was changed since
+// it was decoded, with a [*SharedChangedError] ([ErrSharedChanged]) that
+// names where it is. Change a DeepCopy instead.
+//
 // # Where objects live
 //
 // For finds the resource of a built-in type in a table generated from the
