@@ -118,7 +118,7 @@ func mapKey(k reflect.Value) string {
 }
 
 var (
-	refTypes  sync.Map // reflect.Type → bool
+	refTypes      sync.Map // reflect.Type → bool
 	refFieldLists sync.Map // reflect.Type → []int
 )
 
