@@ -127,9 +127,10 @@ type Controller[T client.Object] struct {
 	ids     atomic.Uint64
 	owned   []ownedSource // a sharded controller's owned sources (see release)
 
-	released     sync.Map       // Request -> resourceVersion of the cached object released
-	releaseSlots chan struct{}  // bounds the releases in flight (maxReleases)
-	releases     sync.WaitGroup // Start waits for them
+	released     sync.Map                // Request -> resourceVersion of the cached object released
+	releaseSlots chan struct{}           // bounds the releases in flight (maxReleases)
+	releases     sync.WaitGroup          // Start waits for them
+	strays       *workqueue.Queue[stray] // owned objects to move after their owner (see stray)
 }
 
 // New returns a controller that reconciles the objects of type T (as in
@@ -181,6 +182,7 @@ func New[E any, T interface {
 	if opts.Shard != nil && opts.Shard.Sharded(c.kind.GroupKind()) {
 		c.shard = opts.Shard
 		c.releaseSlots = make(chan struct{}, maxReleases)
+		c.strays = workqueue.New(workqueue.Options[stray]{Name: c.name + "-strays"})
 	}
 	if err := mgr.Add(c); err != nil {
 		errs = append(errs, err)
@@ -274,6 +276,9 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	}
 
 	defer c.queue.ShutDown()
+	if c.strays != nil {
+		defer c.strays.ShutDown()
+	}
 	if err := cache.WaitForCacheSync(ctx, synced...); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the sources synced
@@ -284,6 +289,9 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if c.shard != nil {
 		wg.Go(func() { c.watchRing(ctx) })
+		for range strayWorkers {
+			wg.Go(func() { c.followStrays(ctx) })
+		}
 	}
 	for range c.opts.Workers {
 		wg.Go(func() {
@@ -293,6 +301,9 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	c.queue.ShutDown()
+	if c.strays != nil {
+		c.strays.ShutDown()
+	}
 	wg.Wait()
 	c.releases.Wait()
 	c.tracer.flush()

@@ -39,10 +39,95 @@ func (c *Controller[T]) indexOwned(src Source) error {
 	if err != nil && !errors.Is(err, cache.ErrIndexExists) { // another sharded controller owns from src too
 		return err
 	}
+	late := func(obj client.Object) {
+		if c.strayed(obj) {
+			c.strays.Add(stray{src: o, obj: obj})
+		}
+	}
+	if _, err := src.AddObjectHandler(cache.HandlerFuncs[client.Object]{
+		Add:    func(obj client.Object, _ bool) { late(obj) },
+		Update: func(_, obj client.Object) { late(obj) },
+	}, cache.HandlerOptions{Inline: true}); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	c.owned = append(c.owned, o)
 	c.mu.Unlock()
 	return nil
+}
+
+// stray is an owned object that reached this shard's cache after its
+// owner began to leave: the release of the owner, which takes along what
+// it owns, may have looked before the object was there. The reconcile
+// that created it can run just before the release, for one; its watch
+// event can come after.
+type stray struct {
+	src ownedSource
+	obj client.Object
+}
+
+// strayed reports whether obj, an object of an owned source, is a stray:
+// its shard on the ring is another one (its owner's), and its owner is no
+// longer cached here, or is being released. Otherwise its owner's release
+// takes it along, or it stays. It runs on the informer's goroutine.
+func (c *Controller[T]) strayed(obj client.Object) bool {
+	req, ref, ok := c.owner(obj)
+	if !ok {
+		return false
+	}
+	if _, elsewhere := c.shard.Next(c.kind.GroupKind(), obj); !elsewhere {
+		return false
+	}
+	owner, ok := c.primary.Lister().Namespace(req.Namespace).Get(req.Name)
+	if !ok || owner.GetUID() != ref.UID {
+		return true
+	}
+	_, released := c.released.Load(req)
+	return released
+}
+
+// strayWorkers is how many strays a controller moves at once.
+const strayWorkers = 4
+
+// maxStrayTries is how often a stray's move is tried before it is left to
+// the leader's next pass.
+const maxStrayTries = 5
+
+// followStrays moves strays after their owners until the queue shuts down.
+func (c *Controller[T]) followStrays(ctx context.Context) {
+	for {
+		s, ok := c.strays.Get()
+		if !ok {
+			return
+		}
+		err := c.followStray(ctx, s)
+		switch {
+		case err != nil && ctx.Err() == nil && c.strays.NumRequeues(s) < maxStrayTries:
+			c.strays.AddRateLimited(s)
+		case err != nil && ctx.Err() == nil:
+			c.log.Error("could not move an owned object to its owner's new shard; the leader's next pass will", "object", s.obj.GetNamespace()+"/"+s.obj.GetName(), "err", err)
+			c.strays.Forget(s)
+		default:
+			c.strays.Forget(s)
+		}
+		c.strays.Done(s)
+	}
+}
+
+// followStray moves s to its owner's shard, if it is still a stray.
+func (c *Controller[T]) followStray(ctx context.Context, s stray) error {
+	if !c.strayed(s.obj) {
+		return nil
+	}
+	res, err := s.src.Resource(ctx)
+	if err != nil || !c.shard.Sharded(res.Kind.GroupKind()) {
+		return err // not sharded: it stays where it is
+	}
+	to, ok := c.shard.Next(c.kind.GroupKind(), s.obj)
+	if !ok {
+		return nil
+	}
+	return c.shard.Follow(ctx, res, s.obj, to)
 }
 
 // maxReleases is the most releases a controller has in flight at once.

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/cache"
@@ -35,18 +36,28 @@ func (c *Controller[T]) Owns(src Source, preds ...Predicate) *Controller[T] {
 		return c
 	}
 	c.fail(c.watch(src, true, false, func(obj client.Object) []Request {
-		ref := GetControllerOf(obj)
-		if ref == nil {
-			return nil
+		if req, _, ok := c.owner(obj); ok {
+			return []Request{req}
 		}
-		gv, err := schema.ParseGroupVersion(ref.APIVersion)
-		if err != nil || gv.Group != gk.Group || ref.Kind != gk.Kind {
-			return nil
-		}
-		return []Request{{Namespace: c.ownerNamespace(obj), Name: ref.Name}}
+		return nil
 	}, preds))
 	c.fail(c.indexOwned(src))
 	return c
+}
+
+// owner returns the key and the reference of obj's controller owner, if
+// that owner is of the controller's type.
+func (c *Controller[T]) owner(obj client.Object) (Request, *metav1.OwnerReference, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil {
+		return Request{}, nil, false
+	}
+	gk := c.kind.GroupKind()
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != gk.Group || ref.Kind != gk.Kind {
+		return Request{}, nil, false
+	}
+	return Request{Namespace: c.ownerNamespace(obj), Name: ref.Name}, ref, true
 }
 
 // ownerNamespace is the namespace of obj's owner, an object of the

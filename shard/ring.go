@@ -63,6 +63,12 @@ func NewRing(members []string, opts RingOptions) *Ring {
 // Members returns the ring's members, sorted.
 func (r *Ring) Members() []string { return slices.Clone(r.members) }
 
+// Has reports whether member is one of the ring's members.
+func (r *Ring) Has(member string) bool {
+	_, ok := slices.BinarySearch(r.members, member)
+	return ok
+}
+
 // Shard returns the member that key belongs to, and false if the ring has
 // no members.
 func (r *Ring) Shard(key string) (string, bool) {

@@ -109,6 +109,21 @@ func TestEmptyRing(t *testing.T) {
 	}
 }
 
+func TestRingHas(t *testing.T) {
+	r := NewRing([]string{"c", "a", "b", "a"}, RingOptions{VirtualNodes: 1})
+	for _, tc := range []struct {
+		member string
+		want   bool
+	}{{"a", true}, {"b", true}, {"c", true}, {"", false}, {"d", false}, {"aa", false}} {
+		if got := r.Has(tc.member); got != tc.want {
+			t.Errorf("Has(%q) = %v, want %v", tc.member, got, tc.want)
+		}
+	}
+	if NewRing(nil, RingOptions{}).Has("a") {
+		t.Error("an empty ring has a member")
+	}
+}
+
 // TestHashIsFixed pins the hash: replicas built from different versions
 // of this package must agree on the assignment. The values were
 // computed apart from this code, from the definitions of FNV-1a and the

@@ -117,13 +117,20 @@ func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Obj
 
 // Next returns the shard that obj, an object of kind gk on this shard,
 // goes to when released: its shard on the ring now, if that is another
-// one. It reports false without ShardOptions.Members, and when obj's
-// shard on the ring is this one or there is no live shard.
+// one. It reports false without ShardOptions.Members, when obj's shard on
+// the ring is this one, and when this shard is not on the ring: it has
+// not been seen to join yet (a ring without it would give its objects
+// away as it starts), or its Lease has expired, and the leader moves its
+// objects.
 func (s *Shard) Next(gk schema.GroupKind, obj metav1.Object) (string, bool) {
 	if s.opts.Members == nil {
 		return "", false
 	}
-	want, ok := s.opts.Members.Ring().Shard(Key(gk, obj))
+	ring := s.opts.Members.Ring()
+	if !ring.Has(s.opts.Identity) {
+		return "", false
+	}
+	want, ok := ring.Shard(Key(gk, obj))
 	return want, ok && want != s.opts.Identity
 }
 
