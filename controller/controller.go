@@ -60,8 +60,10 @@ type Options struct {
 	// (see package shard). A controller of a sharded kind then runs on
 	// every replica instead of the leader only, reconciles only its
 	// shard's objects (its informer selects them), and releases an object
-	// that is draining to another shard instead of reconciling it.
-	// Controllers of other kinds ignore it. Default nil: not sharded.
+	// that is draining to another shard instead of reconciling it, taking
+	// along the objects it owns (see Owns), even those that reach this
+	// shard's cache after it has gone. Controllers of other kinds ignore
+	// it. Default nil: not sharded.
 	Shard *shard.Shard
 }
 
