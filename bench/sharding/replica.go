@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +25,7 @@ import (
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/webhook"
 )
 
 // The replica's side of the scenario: a manager reconciling Shelves, each
@@ -98,6 +100,9 @@ func replicaMain(kubeconfig, ns, id, logPath string, profile bool) error {
 		if _, err := mgr.ShardWebhook(srv); err != nil {
 			return err
 		}
+		srv.Register(noopPath, webhook.Admission(func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			return webhook.Allowed()
+		}))
 	}
 	cms := manager.CachedClient[corev1.ConfigMap](mgr)
 	reconcile := func(ctx context.Context, shelf *unstructured.Unstructured) (_ controller.Result, err error) {

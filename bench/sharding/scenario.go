@@ -88,6 +88,11 @@ const ns = "shards"
 // driver sets its rules.
 const webhookConfig = "bench-shard"
 
+// noopPath is where the replicas serve a webhook that allows every object
+// unchanged: the floor of what a webhook costs, beside the assignment
+// webhook's.
+const noopPath = "/noop"
+
 var crdRes = client.Resource{
 	Resource: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
 	Kind:     schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
@@ -157,7 +162,7 @@ type interval struct {
 // Report is what a run measured.
 type Report struct {
 	Steps    []StepReport
-	Probes   []ProbeReport // new objects labelled by the leader's watch, and by the webhook
+	Probes   []ProbeReport // new objects labelled by the leader's watch, by the webhook, and with a no-op webhook
 	Baseline Heap          // one unsharded replica holding everything
 	Overlaps []string
 }

@@ -19,7 +19,8 @@ func TestMain(m *testing.M) {
 // at once; each replica must cache 0.8-1.25 of a fair share; adding
 // replicas must move at most 1.3 k/(N+k) of the Shelves. New Shelves must
 // come back from their create labelled when the assignment webhook is on,
-// and not when it is off (the leader's watch labels them after).
+// and not when it is off (the leader's watch labels them after) or the
+// no-op webhook is on.
 func TestShardingScenario(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -36,12 +37,17 @@ func TestShardingScenario(t *testing.T) {
 		switch {
 		case p.Mode == "watch" && p.LabelledAtCreate != 0:
 			t.Errorf("%d of %d creates labelled at create with the webhook off", p.LabelledAtCreate, p.Creates)
+		case p.Mode == "noop" && p.LabelledAtCreate != 0:
+			t.Errorf("%d of %d creates labelled at create with the no-op webhook", p.LabelledAtCreate, p.Creates)
 		case p.Mode == "webhook" && p.LabelledAtCreate == 0:
 			t.Errorf("no create of %d labelled at create by the webhook", p.Creates)
 		}
+		if p.Mode != "watch" && p.WebhookCalls == 0 {
+			t.Errorf("the API server reports no call to the %s webhook", p.Mode)
+		}
 	}
-	if len(rep.Probes) != 4 {
-		t.Errorf("%d probes reported, want 4 (two modes, with and without the workload's updates)", len(rep.Probes))
+	if len(rep.Probes) != 6 {
+		t.Errorf("%d probes reported, want 6 (three modes, with and without the workload's updates)", len(rep.Probes))
 	}
 	if len(rep.Steps) != 5 {
 		t.Fatalf("%d steps reported, want 5", len(rep.Steps))
