@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
@@ -39,9 +40,13 @@ func (c *Controller[T]) indexOwned(src Source) error {
 	if err != nil && !errors.Is(err, cache.ErrIndexExists) { // another sharded controller owns from src too
 		return err
 	}
+	// kind says whether src's kind is sharded, once a stray has been
+	// looked at: an unsharded owned kind (which every shard caches whole)
+	// has no strays, and its events need no more looking at.
+	kind := new(atomic.Int32)
 	late := func(obj client.Object) {
-		if c.strayed(obj) {
-			c.strays.Add(stray{src: o, obj: obj})
+		if kind.Load() != kindUnsharded && c.strayed(obj) {
+			c.strays.Add(stray{src: o, kind: kind, obj: obj})
 		}
 	}
 	if _, err := src.AddObjectHandler(cache.HandlerFuncs[client.Object]{
@@ -62,9 +67,15 @@ func (c *Controller[T]) indexOwned(src Source) error {
 // that created it can run just before the release, for one; its watch
 // event can come after.
 type stray struct {
-	src ownedSource
-	obj client.Object
+	src  ownedSource
+	kind *atomic.Int32 // kindSharded, kindUnsharded, or 0 before src's resource is known
+	obj  client.Object
 }
+
+const (
+	kindSharded = 1 + iota
+	kindUnsharded
+)
 
 // strayed reports whether obj, an object of an owned source, is a stray:
 // its shard on the ring is another one (its owner's), and its owner is no
@@ -120,9 +131,14 @@ func (c *Controller[T]) followStray(ctx context.Context, s stray) error {
 		return nil
 	}
 	res, err := s.src.Resource(ctx)
-	if err != nil || !c.shard.Sharded(res.Kind.GroupKind()) {
-		return err // not sharded: it stays where it is
+	if err != nil {
+		return err
 	}
+	if !c.shard.Sharded(res.Kind.GroupKind()) {
+		s.kind.Store(kindUnsharded)
+		return nil // every shard caches the kind whole: it stays where it is
+	}
+	s.kind.Store(kindSharded)
 	to, ok := c.shard.Next(c.kind.GroupKind(), s.obj)
 	if !ok {
 		return nil
