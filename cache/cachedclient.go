@@ -72,10 +72,11 @@ func (e *StaleCacheError) Unwrap() error { return ErrStaleCache }
 // Objects returned by reads are shared with the cache: do not change them.
 // Create, Update and UpdateStatus refuse them with [ErrCachedObject]; write
 // a DeepCopy. They also refuse, with a *client.SharedChangedError
-// ([client.ErrSharedChanged]), to write an object whose cached version (or
-// which itself) holds a part shared with other cached objects that was
-// changed in place: a copy made after such a change would carry it. A
-// CachedClient is safe for concurrent use.
+// ([client.ErrSharedChanged]), to write an object that holds a part shared
+// with other cached objects that was changed in place, or whose cached
+// version holds one when the object holds the same value there: a copy
+// made after such a change carries it. A CachedClient is safe for
+// concurrent use.
 type CachedClient[T client.Object] struct {
 	live *client.Client[T]
 	inf  *Informer[T]
@@ -308,7 +309,7 @@ func (c *CachedClient[T]) notCached(op string, obj T) error {
 	// A copy of the cached object made after a part it shares was
 	// changed in place carries the change: the copy's parts are its own,
 	// so look in the cached object.
-	if path, changed := shared.Changed(b); changed {
+	if path, changed := shared.ChangedIn(b, a); changed {
 		return &client.SharedChangedError{Op: op, Key: key(obj.GetNamespace(), obj.GetName()), Path: path, InCache: true}
 	}
 	return nil

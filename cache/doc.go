@@ -146,12 +146,15 @@
 // object its cache holds, with [ErrCachedObject], and every client.Client
 // refuses an object holding a part that cached objects share (see
 // [Sharing]) and that was changed in place, with a
-// *client.SharedChangedError; a CachedClient also looks for such a part
-// in its cached object of the same key, so a copy made after the change
-// is refused too. Not checked: a copy written through a plain
-// client.Client (its parts are its own, and the client does not know the
-// cache), and parts one object repeats (a Deployment's labels and its
-// template's, decoded as one value), which are not in the sharing table.
+// *client.SharedChangedError. Every client also looks in the cached
+// object of the same key, in each sharing informer of the process that
+// holds the resource (once synced): a copy made after the change carries
+// it in parts of its own, so a write that holds the changed value where
+// the cached object holds the part is refused too; one that replaced the
+// part is not. Not checked: parts one object repeats (a Deployment's
+// labels and its template's, decoded as one value), which are not in the
+// sharing table, and objects whose informer shares no parts
+// (ShareOff) or cannot name its resource (a custom ListerWatcher).
 //
 // Metadata-only informers are informers of
 // *metav1.PartialObjectMetadata, over a client made with

@@ -359,6 +359,9 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { i.popLoop(ctx) })
+	if i.decode.Share != nil {
+		wg.Go(func() { i.addToTable(ctx) })
+	}
 	if i.mutations != nil {
 		wg.Go(func() { i.checkMutationsEvery(ctx) })
 	}
@@ -408,6 +411,33 @@ func (i *Informer[T]) popLoop(ctx context.Context) {
 		}
 		i.checkSynced()
 	}
+}
+
+// addToTable tells the sharing table of the informer's cache, by its
+// resource, once the informer has synced (its resource is known then),
+// until ctx ends: a write of a copy of a cached object then looks at the
+// cached object for a shared part changed in place (see
+// intern.Table.CachedChanged and client.SharedChangedError). An informer
+// whose ListerWatcher does not name its resource is not added.
+func (i *Informer[T]) addToTable(ctx context.Context) {
+	t := time.NewTicker(syncPoll)
+	defer t.Stop()
+	for !i.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	res, err := i.Resource(ctx)
+	if err != nil {
+		return
+	}
+	remove := i.decode.Share.AddCache(res.Resource.GroupResource().String(), func(namespace, name string) (any, bool) {
+		return i.store.Get(key(namespace, name))
+	})
+	<-ctx.Done()
+	remove()
 }
 
 // checkSynced marks the informer synced once the DeltaFIFO is. It is

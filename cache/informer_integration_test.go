@@ -417,9 +417,10 @@ func TestInformersAgainstAServer(t *testing.T) {
 				t.Fatalf("%s, sharing %d: CheckMutations = %v, want a MutationError for %v", tc.wire.ContentType(), tc.sharing, err, want)
 			}
 			// Writes do not send the change into another object: not the
-			// cached object itself through a plain client, nor a copy of
-			// it made after the change through a CachedClient. An object
-			// whose parts are its own is written.
+			// cached object itself, nor a copy of it made after the
+			// change, through a plain client or a CachedClient. An object
+			// whose parts are its own, or a copy whose data was replaced,
+			// is written.
 			cc, err := cache.NewCachedClient(live.Namespace("sharing"), inf, cache.CachedClientOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -439,6 +440,10 @@ func TestInformersAgainstAServer(t *testing.T) {
 						_, err := cc.Update(ctx, get(name).DeepCopy(), metav1.UpdateOptions{})
 						return err
 					}},
+					{"a copy, through a client", true, func() error {
+						_, err := live.Namespace("sharing").Update(ctx, get(name).DeepCopy(), metav1.UpdateOptions{})
+						return err
+					}},
 				} {
 					err := w.write()
 					var sce *client.SharedChangedError
@@ -447,6 +452,27 @@ func TestInformersAgainstAServer(t *testing.T) {
 						t.Errorf("%s, sharing %d: write of %s (%s), which holds no changed part: %v", tc.wire.ContentType(), tc.sharing, name, w.how, err)
 					case holds && (!errors.As(err, &sce) || !errors.Is(err, client.ErrSharedChanged) || sce.Path != ".Data" || sce.InCache != w.inCache || sce.Key != "sharing/"+name):
 						t.Errorf("%s, sharing %d: write of %s (%s) = %v; want a SharedChangedError at .Data (in the cache: %t)", tc.wire.ContentType(), tc.sharing, name, w.how, err, w.inCache)
+					}
+				}
+			}
+			// A copy whose data is its own again is written, through
+			// either client.
+			for _, name := range want {
+				name = strings.TrimPrefix(name, "sharing/")
+				if name == "c" {
+					continue
+				}
+				for how, write := range map[string]func(*corev1.ConfigMap) error{
+					"client": func(cm *corev1.ConfigMap) error {
+						_, err := live.Namespace("sharing").Update(ctx, cm, metav1.UpdateOptions{})
+						return err
+					},
+					"cached client": func(cm *corev1.ConfigMap) error { _, err := cc.Update(ctx, cm, metav1.UpdateOptions{}); return err },
+				} {
+					cm := get(name).DeepCopy()
+					cm.Data = map[string]string{"v": "same"}
+					if err := write(cm); err != nil {
+						t.Errorf("%s, sharing %d: write of %s with data of its own, through a %s: %v", tc.wire.ContentType(), tc.sharing, name, how, err)
 					}
 				}
 			}
@@ -512,15 +538,21 @@ func TestInformersAgainstAServer(t *testing.T) {
 			if !errors.As(err, &me) || !slices.Equal(me.Keys, want) {
 				t.Fatalf("sharing %d: CheckMutations = %v, want a MutationError for %v", tc.sharing, err, want)
 			}
-			// A write of a cached object holding the changed data is
-			// refused; one holding data of its own is not.
+			// A write of a cached object holding the changed data, or of
+			// a copy of it, is refused; one holding data of its own is
+			// not.
 			for _, name := range []string{"a", "b", "d", "e"} {
 				u, _ := inf.Lister().Namespace("sharing").Get(name)
-				_, err := live.Namespace("sharing").Update(ctx, u, metav1.UpdateOptions{})
-				var sce *client.SharedChangedError
-				if holds := slices.Contains(want, "sharing/"+name); holds != (err != nil) ||
-					holds && (!errors.As(err, &sce) || sce.Path != `.Object["data"]`) {
-					t.Errorf("sharing %d: write of %s, which holds the changed data: %t: %v", tc.sharing, name, holds, err)
+				for _, w := range []struct {
+					obj     *unstructured.Unstructured
+					inCache bool
+				}{{u, false}, {u.DeepCopy(), true}} {
+					_, err := live.Namespace("sharing").Update(ctx, w.obj, metav1.UpdateOptions{})
+					var sce *client.SharedChangedError
+					if holds := slices.Contains(want, "sharing/"+name); holds != (err != nil) ||
+						holds && (!errors.As(err, &sce) || sce.Path != `.Object["data"]` || sce.InCache != w.inCache) {
+						t.Errorf("sharing %d: write of %s (a copy: %t), which holds the changed data: %t: %v", tc.sharing, name, w.inCache, holds, err)
+					}
 				}
 			}
 			c["data"].(map[string]any)["v"] = "same" // undone

@@ -144,8 +144,8 @@ func (c *Client[T]) named(ctx context.Context, verb, name string) (Resource, str
 
 // objectNamespace returns the resource and the namespace for writing obj:
 // the client's, or the object's when the client has none. They must
-// agree. It refuses an object holding a shared part changed in place
-// (see [ErrSharedChanged]).
+// agree. It refuses an object holding a shared part changed in place, or
+// whose cached version in this process holds one (see [ErrSharedChanged]).
 func (c *Client[T]) objectNamespace(ctx context.Context, verb string, obj T) (Resource, string, error) {
 	res, err := c.resource(ctx)
 	if err != nil {
@@ -154,17 +154,20 @@ func (c *Client[T]) objectNamespace(ctx context.Context, verb string, obj T) (Re
 	if err := checkShared(verb, obj); err != nil {
 		return res, "", err
 	}
-	if !res.Namespaced {
-		return res, "", nil
+	ns := ""
+	if res.Namespaced {
+		ns = obj.GetNamespace()
+		switch {
+		case c.ns == "" && ns == "":
+			return res, "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (set it on the object or use Namespace)", verb, res.Resource.GroupResource(), obj.GetName())
+		case c.ns != "" && ns != "" && ns != c.ns:
+			return res, "", fmt.Errorf("client: %s %s %q: object is in namespace %q but the client in %q", verb, res.Resource.GroupResource(), obj.GetName(), ns, c.ns)
+		case ns == "":
+			ns = c.ns
+		}
 	}
-	ns := obj.GetNamespace()
-	switch {
-	case c.ns == "" && ns == "":
-		return res, "", fmt.Errorf("client: %s %s %q: namespaced resource needs a namespace (set it on the object or use Namespace)", verb, res.Resource.GroupResource(), obj.GetName())
-	case c.ns != "" && ns != "" && ns != c.ns:
-		return res, "", fmt.Errorf("client: %s %s %q: object is in namespace %q but the client in %q", verb, res.Resource.GroupResource(), obj.GetName(), ns, c.ns)
-	case ns == "":
-		return res, c.ns, nil
+	if err := checkCached(verb, res, ns, obj); err != nil {
+		return res, "", err
 	}
 	return res, ns, nil
 }

@@ -51,7 +51,11 @@
 // changed in place changes others with it. Create, Update, UpdateStatus
 // and Apply refuse an object holding such a part that was changed since
 // it was decoded, with a [*SharedChangedError] ([ErrSharedChanged]) that
-// names where it is. Change a DeepCopy instead.
+// names where it is. They also look at the object of the same name that
+// an informer of the process caches: if a part of it was changed in
+// place and the object written holds the same value there (a copy made
+// after the change), the write is refused too (InCache set). Change a
+// DeepCopy instead.
 //
 // # Where objects live
 //

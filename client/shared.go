@@ -25,9 +25,10 @@ type SharedChangedError struct {
 	Op   string // "create", "update", "apply", ...
 	Key  string // the written object's namespace/name
 	Path string // the part within the object checked (".Spec.Containers")
-	// InCache is set when the part is in the cache's object of the same
-	// key (a cache.CachedClient checks that one too), not in the object
-	// given to the write.
+	// InCache is set when the part is in the cached object of the same
+	// key (an informer of this process caches it), not in the object
+	// given to the write: the object written is a copy made after the
+	// change, or holds it.
 	InCache bool
 }
 
@@ -50,6 +51,27 @@ func checkShared(op string, obj Object) error {
 		return nil
 	}
 	return &SharedChangedError{Op: op, Key: objectKey(obj), Path: path}
+}
+
+// checkCached returns a *SharedChangedError (InCache set) if an informer
+// of this process caches res's object namespace/name, that object holds a
+// part shared by cached objects that was changed in place, and obj holds
+// the same value there: a copy made after the change carries it in parts
+// of its own. With no informer sharing parts, it costs one atomic load.
+func checkCached(op string, res Resource, namespace string, obj Object) error {
+	name := obj.GetName()
+	if name == "" {
+		return nil // generateName: nothing of that name is cached
+	}
+	path, changed := intern.Process().CachedChanged(res.Resource.GroupResource().String(), namespace, name, reflect.ValueOf(obj))
+	if !changed {
+		return nil
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	return &SharedChangedError{Op: op, Key: key, Path: path, InCache: true}
 }
 
 func objectKey(obj Object) string {

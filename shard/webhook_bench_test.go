@@ -42,7 +42,9 @@ func BenchmarkAdmission(b *testing.B) {
 	}
 	members := &Members{ring: NewRing([]string{"r1", "r2", "r3"}, RingOptions{})}
 	assign := Admission(AdmissionOptions{Ring: "bench", Members: members, Kinds: []schema.GroupKind{{Group: "bench.loom.dev", Kind: "Shelf"}}})
-	noop := func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return webhook.Allowed() }
+	noop := func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		return webhook.Allowed()
+	}
 	for _, tc := range []struct {
 		name    string
 		handler webhook.AdmissionFunc

@@ -98,6 +98,109 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 	return false
 }
 
+// ChangedIn is Changed for a write of w, an object to be written under
+// the key of c, its cached version: it reports where c holds a part
+// changed in place when w holds the same value at the same place, that
+// is when w, a copy of c made after the change, say, would send the
+// change. A w that holds a value of its own there (a new label map) is
+// not reported. If w is not of c's type, it reports what Changed(c)
+// does.
+func (t *Table) ChangedIn(c, w reflect.Value) (path string, changed bool) {
+	if t.Len() == 0 || !c.IsValid() || !holdsRefs(c.Type()) {
+		return "", false
+	}
+	var at []string
+	if !w.IsValid() || w.Type() != c.Type() {
+		changed = t.changed(c, &at, 0)
+	} else {
+		changed = t.changedIn(c, w, &at, 0)
+	}
+	if !changed {
+		return "", false
+	}
+	var b strings.Builder
+	for i := len(at) - 1; i >= 0; i-- {
+		b.WriteString(at[i])
+	}
+	return b.String(), true
+}
+
+// changedIn is changed for c, walking w, a value of c's type, alongside:
+// a changed part of c counts only if w holds an equal value (by
+// fingerprint) at its place.
+func (t *Table) changedIn(c, w reflect.Value, at *[]string, depth int) bool {
+	if depth > sumDepth {
+		return false
+	}
+	carried := func(pt part, cv reflect.Value) bool {
+		now := uint32(Sum(cv))
+		return now != pt.sum && uint32(Sum(w)) == now
+	}
+	switch c.Kind() {
+	case reflect.Map:
+		if c.Len() == 0 || w.Len() == 0 {
+			return false
+		}
+		if pt, ok := t.part(c.UnsafePointer()); ok {
+			return carried(pt, c)
+		}
+		if !holdsRefs(c.Type().Elem()) {
+			return false
+		}
+		it := c.MapRange()
+		for it.Next() {
+			if wv := w.MapIndex(it.Key()); wv.IsValid() && t.changedIn(it.Value(), wv, at, depth+1) {
+				*at = append(*at, "["+mapKey(it.Key())+"]")
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if c.Len() == 0 || w.Len() == 0 {
+			return false
+		}
+		if c.Kind() == reflect.Slice {
+			if pt, ok := t.part(c.UnsafePointer()); ok {
+				// Changed as put, whatever c's length now; carried if w
+				// holds what c shows.
+				if uint32(Sum(reflect.SliceAt(c.Type().Elem(), c.UnsafePointer(), int(pt.n)))) == pt.sum {
+					return false
+				}
+				return uint32(Sum(w)) == uint32(Sum(c))
+			}
+		}
+		if !holdsRefs(c.Type().Elem()) {
+			return false
+		}
+		for i := range min(c.Len(), w.Len()) {
+			if t.changedIn(c.Index(i), w.Index(i), at, depth+1) {
+				*at = append(*at, "["+strconv.Itoa(i)+"]")
+				return true
+			}
+		}
+	case reflect.Pointer:
+		if c.IsNil() || w.IsNil() {
+			return false
+		}
+		if pt, ok := t.part(c.UnsafePointer()); ok {
+			return carried(pt, c)
+		}
+		return t.changedIn(c.Elem(), w.Elem(), at, depth+1)
+	case reflect.Interface:
+		if c.IsNil() || w.IsNil() || c.Elem().Type() != w.Elem().Type() {
+			return false
+		}
+		return t.changedIn(c.Elem(), w.Elem(), at, depth+1)
+	case reflect.Struct:
+		for _, i := range refFields(c.Type()) {
+			if t.changedIn(c.Field(i), w.Field(i), at, depth+1) {
+				*at = append(*at, "."+c.Type().Field(i).Name)
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // part returns what t knows of the value at p, if t holds it.
 func (t *Table) part(p unsafe.Pointer) (part, bool) {
 	ps := t.partShard(uintptr(p))

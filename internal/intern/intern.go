@@ -45,6 +45,9 @@ type Table struct {
 	// the key (its fingerprint); the latest key wins the slot. Four slots
 	// share a word. Made on first use.
 	recent atomic.Pointer[[recentSlots / 4]atomic.Uint32]
+	// caches are the caches whose objects share parts through the table,
+	// by resource (see AddCache).
+	caches caches
 }
 
 // recentSlots is the number of keys Table remembers (256 KB). Values met
