@@ -17,11 +17,25 @@ import (
 // fingerprint covers everything below it. The values are read, never
 // changed; a value changed while Changed runs makes a data race.
 func (t *Table) Changed(v reflect.Value) (path string, changed bool) {
-	if t.Len() == 0 || !v.IsValid() || !holdsRefs(v.Type()) {
+	return t.ChangedIn(v, reflect.Value{})
+}
+
+// ChangedIn is Changed for a write of w, an object to be written under
+// the key of c, its cached version: it reports where c holds a part
+// changed in place when w holds the same value at the same place, that
+// is when w, a copy of c made after the change, say, would send the
+// change. A w that holds a value of its own there (a new label map) is
+// not reported. If w is not of c's type (or is the zero Value), it
+// reports what Changed(c) does.
+func (t *Table) ChangedIn(c, w reflect.Value) (path string, changed bool) {
+	if t.Len() == 0 || !c.IsValid() || !holdsRefs(c.Type()) {
 		return "", false
 	}
+	if w.IsValid() && w.Type() != c.Type() {
+		w = reflect.Value{}
+	}
 	var at []string
-	if !t.changed(v, &at, 0) {
+	if !t.changed(c, w, &at, 0) {
 		return "", false
 	}
 	var b strings.Builder
@@ -31,65 +45,86 @@ func (t *Table) Changed(v reflect.Value) (path string, changed bool) {
 	return b.String(), true
 }
 
-// changed reports whether v holds a changed part; if so, at gets the
-// steps to it, innermost first.
-func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
+// changed reports whether v holds a changed part that w, a value of v's
+// type walked alongside, holds too (compared by fingerprint); with w the
+// zero Value, any changed part counts. If so, at gets the steps to it,
+// innermost first.
+func (t *Table) changed(v, w reflect.Value, at *[]string, depth int) bool {
 	if depth > sumDepth {
 		return false
 	}
+	all := !w.IsValid() // no write to compare with: any change counts
 	switch v.Kind() {
 	case reflect.Map:
-		if v.Len() == 0 {
+		if v.Len() == 0 || !all && w.Len() == 0 {
 			return false
 		}
 		if pt, ok := t.part(v.UnsafePointer()); ok {
-			return uint32(Sum(v)) != pt.sum
+			return carried(pt.sum, v, v, w)
 		}
 		if !holdsRefs(v.Type().Elem()) {
 			return false
 		}
 		it := v.MapRange()
 		for it.Next() {
-			if t.changed(it.Value(), at, depth+1) {
+			var wv reflect.Value
+			if !all {
+				if wv = w.MapIndex(it.Key()); !wv.IsValid() {
+					continue // w has no such entry: nothing of v's to carry
+				}
+			}
+			if t.changed(it.Value(), wv, at, depth+1) {
 				*at = append(*at, "["+mapKey(it.Key())+"]")
 				return true
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		if v.Len() == 0 {
+		if v.Len() == 0 || !all && w.Len() == 0 {
 			return false
 		}
 		if v.Kind() == reflect.Slice {
 			if pt, ok := t.part(v.UnsafePointer()); ok {
-				// The array as it was put, whatever v's length now.
-				return uint32(Sum(reflect.SliceAt(v.Type().Elem(), v.UnsafePointer(), int(pt.n)))) != pt.sum
+				// Changed as put, whatever v's length now.
+				return carried(pt.sum, reflect.SliceAt(v.Type().Elem(), v.UnsafePointer(), int(pt.n)), v, w)
 			}
 		}
 		if !holdsRefs(v.Type().Elem()) {
 			return false
 		}
-		for i := range v.Len() {
-			if t.changed(v.Index(i), at, depth+1) {
+		n := v.Len()
+		if !all {
+			n = min(n, w.Len())
+		}
+		for i := range n {
+			var wv reflect.Value
+			if !all {
+				wv = w.Index(i)
+			}
+			if t.changed(v.Index(i), wv, at, depth+1) {
 				*at = append(*at, "["+strconv.Itoa(i)+"]")
 				return true
 			}
 		}
 	case reflect.Pointer:
-		if v.IsNil() {
+		if v.IsNil() || !all && w.IsNil() {
 			return false
 		}
 		if pt, ok := t.part(v.UnsafePointer()); ok {
-			return uint32(Sum(v)) != pt.sum
+			return carried(pt.sum, v, v, w)
 		}
-		return t.changed(v.Elem(), at, depth+1)
+		return t.changed(v.Elem(), elem(w), at, depth+1)
 	case reflect.Interface:
-		if v.IsNil() {
+		if v.IsNil() || !all && (w.IsNil() || w.Elem().Type() != v.Elem().Type()) {
 			return false
 		}
-		return t.changed(v.Elem(), at, depth+1)
+		return t.changed(v.Elem(), elem(w), at, depth+1)
 	case reflect.Struct:
 		for _, i := range refFields(v.Type()) {
-			if t.changed(v.Field(i), at, depth+1) {
+			var wv reflect.Value
+			if !all {
+				wv = w.Field(i)
+			}
+			if t.changed(v.Field(i), wv, at, depth+1) {
 				*at = append(*at, "."+v.Type().Field(i).Name)
 				return true
 			}
@@ -98,107 +133,30 @@ func (t *Table) changed(v reflect.Value, at *[]string, depth int) bool {
 	return false
 }
 
-// ChangedIn is Changed for a write of w, an object to be written under
-// the key of c, its cached version: it reports where c holds a part
-// changed in place when w holds the same value at the same place, that
-// is when w, a copy of c made after the change, say, would send the
-// change. A w that holds a value of its own there (a new label map) is
-// not reported. If w is not of c's type, it reports what Changed(c)
-// does.
-func (t *Table) ChangedIn(c, w reflect.Value) (path string, changed bool) {
-	if t.Len() == 0 || !c.IsValid() || !holdsRefs(c.Type()) {
-		return "", false
-	}
-	var at []string
-	if !w.IsValid() || w.Type() != c.Type() {
-		changed = t.changed(c, &at, 0)
-	} else {
-		changed = t.changedIn(c, w, &at, 0)
-	}
-	if !changed {
-		return "", false
-	}
-	var b strings.Builder
-	for i := len(at) - 1; i >= 0; i-- {
-		b.WriteString(at[i])
-	}
-	return b.String(), true
-}
-
-// changedIn is changed for c, walking w, a value of c's type, alongside:
-// a changed part of c counts only if w holds an equal value (by
-// fingerprint) at its place.
-func (t *Table) changedIn(c, w reflect.Value, at *[]string, depth int) bool {
-	if depth > sumDepth {
+// carried reports whether a part of the table changed (asPut, the part as
+// it was put, no longer has the fingerprint sum) and w, unless it is the
+// zero Value, holds what the part, v, holds now. asPut is v itself,
+// except for a slice shortened since it was put.
+func carried(sum uint32, asPut, v, w reflect.Value) bool {
+	now := uint32(Sum(asPut))
+	if now == sum {
 		return false
 	}
-	carried := func(pt part, cv reflect.Value) bool {
-		now := uint32(Sum(cv))
-		return now != pt.sum && uint32(Sum(w)) == now
+	if !w.IsValid() {
+		return true
 	}
-	switch c.Kind() {
-	case reflect.Map:
-		if c.Len() == 0 || w.Len() == 0 {
-			return false
-		}
-		if pt, ok := t.part(c.UnsafePointer()); ok {
-			return carried(pt, c)
-		}
-		if !holdsRefs(c.Type().Elem()) {
-			return false
-		}
-		it := c.MapRange()
-		for it.Next() {
-			if wv := w.MapIndex(it.Key()); wv.IsValid() && t.changedIn(it.Value(), wv, at, depth+1) {
-				*at = append(*at, "["+mapKey(it.Key())+"]")
-				return true
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if c.Len() == 0 || w.Len() == 0 {
-			return false
-		}
-		if c.Kind() == reflect.Slice {
-			if pt, ok := t.part(c.UnsafePointer()); ok {
-				// Changed as put, whatever c's length now; carried if w
-				// holds what c shows.
-				if uint32(Sum(reflect.SliceAt(c.Type().Elem(), c.UnsafePointer(), int(pt.n)))) == pt.sum {
-					return false
-				}
-				return uint32(Sum(w)) == uint32(Sum(c))
-			}
-		}
-		if !holdsRefs(c.Type().Elem()) {
-			return false
-		}
-		for i := range min(c.Len(), w.Len()) {
-			if t.changedIn(c.Index(i), w.Index(i), at, depth+1) {
-				*at = append(*at, "["+strconv.Itoa(i)+"]")
-				return true
-			}
-		}
-	case reflect.Pointer:
-		if c.IsNil() || w.IsNil() {
-			return false
-		}
-		if pt, ok := t.part(c.UnsafePointer()); ok {
-			return carried(pt, c)
-		}
-		return t.changedIn(c.Elem(), w.Elem(), at, depth+1)
-	case reflect.Interface:
-		if c.IsNil() || w.IsNil() || c.Elem().Type() != w.Elem().Type() {
-			return false
-		}
-		return t.changedIn(c.Elem(), w.Elem(), at, depth+1)
-	case reflect.Struct:
-		for _, i := range refFields(c.Type()) {
-			if t.changedIn(c.Field(i), w.Field(i), at, depth+1) {
-				*at = append(*at, "."+c.Type().Field(i).Name)
-				return true
-			}
-		}
+	if v.Kind() == reflect.Slice && asPut.Len() != v.Len() {
+		now = uint32(Sum(v))
 	}
-	return false
+	return uint32(Sum(w)) == now
+}
+
+// elem is w.Elem(), or the zero Value for the zero Value.
+func elem(w reflect.Value) reflect.Value {
+	if !w.IsValid() {
+		return w
+	}
+	return w.Elem()
 }
 
 // part returns what t knows of the value at p, if t holds it.
