@@ -60,10 +60,11 @@ func checkShared(op string, obj Object) error {
 // of its own. With no informer sharing parts, it costs one atomic load.
 func checkCached(op string, res Resource, namespace string, obj Object) error {
 	name := obj.GetName()
-	if name == "" {
-		return nil // generateName: nothing of that name is cached
+	tab := intern.Process()
+	if name == "" || !tab.HasCaches() {
+		return nil // generateName (nothing of that name is cached), or no informer
 	}
-	path, changed := intern.Process().CachedChanged(res.Resource.GroupResource().String(), namespace, name, reflect.ValueOf(obj))
+	path, changed := tab.CachedChanged(res.Resource.GroupResource().String(), namespace, name, reflect.ValueOf(obj))
 	if !changed {
 		return nil
 	}

@@ -49,6 +49,10 @@ func (t *Table) AddCache(resource string, get func(namespace, name string) (any,
 	})
 }
 
+// HasCaches reports whether any cache was added (see AddCache) and not
+// removed: without one, CachedChanged reports nothing.
+func (t *Table) HasCaches() bool { return t.caches.n.Load() > 0 }
+
 // CachedChanged reports whether a cache of resource (see AddCache) holds
 // an object namespace/name with a part changed in place since t gave it
 // out, that written, the object about to be written under that name,

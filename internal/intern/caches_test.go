@@ -120,8 +120,14 @@ func TestCachedChanged(t *testing.T) {
 	check("no cache", "things", "ns", "a", deepCopy(o), "")
 	o.Labels["app"] = "db"
 	check("no cache, changed", "things", "ns", "a", deepCopy(o), "")
+	if tab.HasCaches() {
+		t.Error("HasCaches before any was added")
+	}
 	remove := tab.AddCache("things", get)
 	removeOther := tab.AddCache("things", func(string, string) (any, bool) { return nil, false })
+	if !tab.HasCaches() {
+		t.Error("no HasCaches after two were added")
+	}
 	check("changed", "things", "ns", "a", deepCopy(o), ".Labels")
 	check("another resource", "others", "ns", "a", deepCopy(o), "")
 	check("another name", "things", "ns", "b", deepCopy(o), "")
@@ -134,7 +140,7 @@ func TestCachedChanged(t *testing.T) {
 	remove() // a second call does nothing
 	check("removed", "things", "ns", "a", deepCopy(o), "")
 	removeOther()
-	if n := tab.caches.n.Load(); n != 0 || len(tab.caches.by) != 0 {
+	if n := tab.caches.n.Load(); n != 0 || len(tab.caches.by) != 0 || tab.HasCaches() {
 		t.Errorf("after every cache was removed: %d caches, %d resources", n, len(tab.caches.by))
 	}
 	runtime.KeepAlive(o)
