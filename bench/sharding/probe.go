@@ -38,8 +38,9 @@ type ProbeReport struct {
 	// WebhookCalls and WebhookMean are the API server's own count and mean
 	// duration of its calls to the mode's webhook during this mode's
 	// creates (apiserver_admission_webhook_admission_duration_seconds):
-	// the round trip and the replica's answer, without the API server's
-	// work before and after the call.
+	// encoding the review, the round trip, the replica's answer and, for
+	// an answer with a patch, applying it, which kube-apiserver times
+	// together.
 	WebhookCalls int
 	WebhookMean  time.Duration
 }
