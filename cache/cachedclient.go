@@ -295,8 +295,9 @@ func (c *CachedClient[T]) Delete(ctx context.Context, obj T, opts metav1.DeleteO
 }
 
 // notCached returns an error wrapping [ErrCachedObject] if obj is the
-// object the cache holds under its key, and a *client.SharedChangedError
-// if the cached object holds a shared part changed in place.
+// object the cache holds under its key. A copy that carries a shared part
+// of the cached object changed in place is refused by the live client,
+// which looks in the caches of every sharing informer, this one's too.
 func (c *CachedClient[T]) notCached(op string, obj T) error {
 	cached, ok := c.inf.store.Get(key(obj.GetNamespace(), obj.GetName()))
 	if !ok {
@@ -305,12 +306,6 @@ func (c *CachedClient[T]) notCached(op string, obj T) error {
 	a, b := reflect.ValueOf(obj), reflect.ValueOf(cached)
 	if a.Kind() == reflect.Pointer && b.Kind() == reflect.Pointer && a.UnsafePointer() == b.UnsafePointer() {
 		return fmt.Errorf("cache: %s %s: %w", op, key(obj.GetNamespace(), obj.GetName()), ErrCachedObject)
-	}
-	// A copy of the cached object made after a part it shares was
-	// changed in place carries the change: the copy's parts are its own,
-	// so look in the cached object.
-	if path, changed := shared.ChangedIn(b, a); changed {
-		return &client.SharedChangedError{Op: op, Key: key(obj.GetNamespace(), obj.GetName()), Path: path, InCache: true}
 	}
 	return nil
 }
