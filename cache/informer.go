@@ -161,9 +161,14 @@ type Informer[T client.Object] struct {
 	synced   bool
 	handlers []*listener[T]
 	runCtx   context.Context // while running: handlers' goroutines end with it
-	wg       sync.WaitGroup  // the goroutines of handlers
-	exitErr  error           // why Start returned, once it has
-	nextID   atomic.Int64    // numbers handlers
+	// leaveTable takes the cache back from the sharing table (see
+	// addToTable): set once, by the goroutine that first sees the sync;
+	// Start calls it after they have returned.
+	tableOnce  sync.Once
+	leaveTable func()
+	wg         sync.WaitGroup // the goroutines of handlers
+	exitErr    error          // why Start returned, once it has
+	nextID     atomic.Int64   // numbers handlers
 
 	// pending holds the notifications that process made for the key it
 	// just applied. The popping goroutine delivers them once Pop has
@@ -359,15 +364,15 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { i.popLoop(ctx) })
-	if i.decode.Share != nil {
-		wg.Go(func() { i.addToTable(ctx) })
-	}
 	if i.mutations != nil {
 		wg.Go(func() { i.checkMutationsEvery(ctx) })
 	}
 	<-ctx.Done()
 	wg.Wait()
 	i.fifo.Close()
+	if i.leaveTable != nil { // set by the reflector's or the popping goroutine, both returned
+		i.leaveTable()
+	}
 
 	// From here AddHandler fails, so no handler goroutine starts while
 	// they are waited for.
@@ -414,30 +419,26 @@ func (i *Informer[T]) popLoop(ctx context.Context) {
 }
 
 // addToTable tells the sharing table of the informer's cache, by its
-// resource, once the informer has synced (its resource is known then),
-// until ctx ends: a write of a copy of a cached object then looks at the
-// cached object for a shared part changed in place (see
-// intern.Table.CachedChanged and client.SharedChangedError). An informer
-// whose ListerWatcher does not name its resource is not added.
+// resource, until Start returns: a write of a copy of a cached object then
+// looks at the cached object for a shared part changed in place (see
+// intern.Table.CachedChanged and client.SharedChangedError). It runs on
+// the popping goroutine as the informer syncs, before HasSynced reports
+// it (the first list has resolved the resource by then), so that every
+// write after a wait for the sync is checked. An informer that shares no
+// parts, or whose ListerWatcher does not name its resource, is not added.
 func (i *Informer[T]) addToTable(ctx context.Context) {
-	t := time.NewTicker(syncPoll)
-	defer t.Stop()
-	for !i.HasSynced() {
-		select {
-		case <-ctx.Done():
+	i.tableOnce.Do(func() {
+		if i.decode.Share == nil {
 			return
-		case <-t.C:
 		}
-	}
-	res, err := i.Resource(ctx)
-	if err != nil {
-		return
-	}
-	remove := i.decode.Share.AddCache(res.Resource.GroupResource().String(), func(namespace, name string) (any, bool) {
-		return i.store.Get(key(namespace, name))
+		res, err := i.Resource(ctx)
+		if err != nil {
+			return
+		}
+		i.leaveTable = i.decode.Share.AddCache(res.Resource.GroupResource().String(), func(namespace, name string) (any, bool) {
+			return i.store.Get(key(namespace, name))
+		})
 	})
-	<-ctx.Done()
-	remove()
 }
 
 // checkSynced marks the informer synced once the DeltaFIFO is. It is
@@ -452,6 +453,10 @@ func (i *Informer[T]) checkSynced() {
 	if synced || !i.fifo.HasSynced() {
 		return
 	}
+	i.mu.Lock()
+	ctx := i.runCtx
+	i.mu.Unlock()
+	i.addToTable(ctx)
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.synced {
