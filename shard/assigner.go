@@ -327,9 +327,9 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState, askDrain bool) 
 				owned := ownedBySharded(o, sharded)
 				if !live[have] {
 					if owned {
-						w.do(func() error { return a.move(ctx, k, o, have, want, isDraining, "dead") })
+						w.do(func() error { return a.moveNow(ctx, k, o, have, isDraining, "dead") })
 					} else {
-						ownerMoves = append(ownerMoves, func() error { return a.move(ctx, k, o, have, want, isDraining, "dead") })
+						ownerMoves = append(ownerMoves, func() error { return a.moveNow(ctx, k, o, have, isDraining, "dead") })
 					}
 					continue
 				}
@@ -342,7 +342,7 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState, askDrain bool) 
 					// not take this one along: owned objects have no
 					// reconciles of their own to hand over, so it moves at
 					// once.
-					w.do(func() error { return a.move(ctx, k, o, have, want, isDraining, "owner") })
+					w.do(func() error { return a.moveNow(ctx, k, o, have, isDraining, "owner") })
 					continue
 				}
 				pending = true
@@ -446,6 +446,22 @@ func patchIfShard(ctx context.Context, c *client.Client[*metav1.PartialObjectMet
 		return false, err
 	}
 	return true, nil
+}
+
+// moveNow moves o off the shard have at once, to its shard on the ring as
+// it is when the write starts. A pass can take longer than the ring stays
+// the same: when several replicas leave together, their Leases go one
+// after another, and the shard the pass's ring gave an object may be the
+// next to go. moveNow leaves o alone when the ring has no shard for it,
+// gives it have, or (for a move off a shard that was gone) has have back:
+// a pass after the ring's change looks at it again.
+func (a *Assigner) moveNow(ctx context.Context, k *kindState, o metav1.Object, have string, draining bool, reason string) error {
+	ring := a.opts.Members.Ring()
+	want, ok := ring.Shard(Key(k.gk, o))
+	if !ok || want == have || reason == "dead" && ring.Has(have) {
+		return nil
+	}
+	return a.move(ctx, k, o, have, want, draining, reason)
 }
 
 // move gives o the shard want at once.
