@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -21,11 +22,13 @@ import (
 
 // The two ways new objects get their shard: the leader's watch of
 // unassigned objects, and the assignment webhook. The probe creates Shelves
-// one at a time in each mode, in alternating batches, and measures the
-// create's latency and the time until the Shelf carries its shard label
-// (0 when the create's response has it). Each create waits for the
-// reconcile of the one before. A third mode calls a webhook
-// that changes nothing, for what any webhook adds.
+// one at a time and measures the create's latency and the time until the
+// Shelf carries its shard label (0 when the create's response has it). A
+// third mode calls a webhook that changes nothing, for what any webhook
+// adds. The modes take turns create by create, in a shuffled order, so
+// that the machine's load, which drifts over seconds, falls alike on all
+// three; a label on each probe (probeModeLabel) picks its webhook. Each
+// create waits for the reconcile of the one before.
 
 // ProbeReport is one mode's figures.
 type ProbeReport struct {
@@ -43,30 +46,49 @@ type ProbeReport struct {
 	// together.
 	WebhookCalls int
 	WebhookMean  time.Duration
+	// WebhookOver5ms and WebhookOver25ms count the calls that took longer
+	// (from the same histogram's buckets).
+	WebhookOver5ms, WebhookOver25ms int
 }
 
-// webhookCalls reads the API server's count and total duration of its
-// calls to the bench's webhooks for creates.
-func (r *run) webhookCalls(ctx context.Context) (count int, total time.Duration, err error) {
+// callStats are the API server's figures for its calls to one webhook.
+type callStats struct {
+	n      int           // calls
+	total  time.Duration // their durations, summed
+	over5  int           // calls that took more than 5 ms
+	over25 int           // calls that took more than 25 ms
+}
+
+// webhookCalls reads the API server's count and durations of its calls to
+// each of the bench's webhooks for creates, by probe mode.
+func (r *run) webhookCalls(ctx context.Context) (map[string]callStats, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.host+"/metrics", nil)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("API server metrics: %s", resp.Status)
+		return nil, fmt.Errorf("API server metrics: %s", resp.Status)
 	}
 	const metric = "apiserver_admission_webhook_admission_duration_seconds"
+	under := map[string]map[string]int{} // mode -> bucket bound -> calls at most that long
+	out := map[string]callStats{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		ours := strings.Contains(line, `name="bench.shard.loom.dev"`) || strings.Contains(line, `name="noop.bench.loom.dev"`)
-		if !strings.HasPrefix(line, metric) || !ours || !strings.Contains(line, `operation="CREATE"`) {
+		mode := ""
+		switch {
+		case strings.Contains(line, `name="bench.shard.loom.dev"`):
+			mode = "webhook"
+		case strings.Contains(line, `name="noop.bench.loom.dev"`):
+			mode = "noop"
+		}
+		if !strings.HasPrefix(line, metric) || mode == "" || !strings.Contains(line, `operation="CREATE"`) {
 			continue
 		}
 		sp := strings.LastIndexByte(line, ' ')
@@ -74,14 +96,29 @@ func (r *run) webhookCalls(ctx context.Context) (count int, total time.Duration,
 		if perr != nil {
 			continue
 		}
+		st := out[mode]
 		switch {
 		case strings.HasPrefix(line, metric+"_sum{"):
-			total += time.Duration(v * float64(time.Second))
+			st.total += time.Duration(v * float64(time.Second))
 		case strings.HasPrefix(line, metric+"_count{"):
-			count += int(v)
+			st.n += int(v)
+		case strings.HasPrefix(line, metric+"_bucket{"):
+			for _, le := range []string{"0.005", "0.025"} {
+				if strings.Contains(line, `le="`+le+`"`) {
+					if under[mode] == nil {
+						under[mode] = map[string]int{}
+					}
+					under[mode][le] += int(v)
+				}
+			}
 		}
+		out[mode] = st
 	}
-	return count, total, sc.Err()
+	for mode, st := range out {
+		st.over5, st.over25 = st.n-under[mode]["0.005"], st.n-under[mode]["0.025"]
+		out[mode] = st
+	}
+	return out, sc.Err()
 }
 
 // probeModes are the ways new Shelves are created: with no webhook (the
@@ -91,13 +128,25 @@ func (r *run) webhookCalls(ctx context.Context) (count int, total time.Duration,
 // this machine.
 var probeModes = []string{"watch", "webhook", "noop"}
 
-// installWebhookConfig makes the webhook configuration, off: the
-// assignment webhook, then the no-op one.
+// probeModeLabel picks a probe's webhook: the assignment webhook and the
+// no-op one each select the Shelves whose label names their mode.
+const probeModeLabel = "probe.bench.loom.dev/mode"
+
+// installWebhookConfig makes the webhook configuration: the assignment
+// webhook, then the no-op one, each for the Shelves labelled with its
+// probe mode, and otherwise as a sharded manager configures it.
 func (r *run) installWebhookConfig(ctx context.Context) error {
 	url, noopURL := "https://placeholder/shard-bench", "https://placeholder"+noopPath
-	w := shard.MutatingWebhook("bench", nil, admissionregistrationv1.WebhookClientConfig{URL: &url})
-	noop := shard.MutatingWebhook("bench", nil, admissionregistrationv1.WebhookClientConfig{URL: &noopURL})
+	w := shard.MutatingWebhook("bench", []client.Resource{shelfRes}, admissionregistrationv1.WebhookClientConfig{URL: &url})
+	noop := shard.MutatingWebhook("bench", []client.Resource{shelfRes}, admissionregistrationv1.WebhookClientConfig{URL: &noopURL})
 	noop.Name = "noop.bench.loom.dev"
+	for i, m := range []string{"webhook", "noop"} {
+		wh := []*admissionregistrationv1.MutatingWebhook{&w, &noop}[i]
+		sel := *wh.ObjectSelector
+		sel.MatchExpressions = append(slices.Clone(sel.MatchExpressions),
+			metav1.LabelSelectorRequirement{Key: probeModeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{m}})
+		wh.ObjectSelector = &sel
+	}
 	_, err := r.mwcs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: webhookConfig},
 		Webhooks:   []admissionregistrationv1.MutatingWebhook{w, noop},
@@ -105,111 +154,85 @@ func (r *run) installWebhookConfig(ctx context.Context) error {
 	return err
 }
 
-// setWebhook turns on the webhook of mode (rules for Shelves), and the
-// other off (no rules).
-func (r *run) setWebhook(ctx context.Context, mode string) error {
-	rules := shard.MutatingWebhook("bench", []client.Resource{shelfRes}, admissionregistrationv1.WebhookClientConfig{}).Rules
-	for {
-		c, err := r.mwcs.Get(ctx, webhookConfig, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		c.Webhooks[0].Rules, c.Webhooks[1].Rules = nil, nil
-		switch mode {
-		case "webhook":
-			c.Webhooks[0].Rules = rules
-		case "noop":
-			c.Webhooks[1].Rules = rules
-		}
-		if _, err = r.mwcs.Update(ctx, c, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-}
-
-// probe runs rounds of n creates in each mode and removes the probe
-// objects afterwards.
-func (r *run) probe(ctx context.Context, rounds, n int, quiet bool) ([]ProbeReport, error) {
+// probe creates n Shelves in each mode, the modes taking turns, and
+// removes the probe objects afterwards.
+func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, error) {
 	if quiet {
 		r.upd.Lock() // holds the updater
 		defer r.upd.Unlock()
 	}
 	type sample struct{ create, labelled time.Duration }
 	samples := map[string][]sample{}
-	calls, callTime := map[string]int{}, map[string]time.Duration{}
 	atCreate := map[string]int{}
 	label := shard.Label("bench")
 	var names []string
-	for round := range rounds {
-		for _, mode := range probeModes {
-			if err := r.setWebhook(ctx, mode); err != nil {
-				return nil, err
+	calls0, err := r.webhookCalls(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rnd := rand.New(rand.NewPCG(uint64(n), 1))
+	for i := range n {
+		order := slices.Clone(probeModes)
+		rnd.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, mode := range order {
+			name := fmt.Sprintf("probe-%s-%04d", mode, i)
+			if quiet { // names of their own: the first probe's may still be going
+				name = "probe-quiet-" + strings.TrimPrefix(name, "probe-")
 			}
-			time.Sleep(2 * time.Second) // the API server reloads webhook configurations
-			c0, t0, err := r.webhookCalls(ctx)
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
+				"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{probeModeLabel: mode}},
+				"spec":     map[string]any{"value": "probe"},
+			}}
+			start := time.Now()
+			out, err := r.shelves.Create(ctx, obj, metav1.CreateOptions{})
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("probe create: %w", err)
 			}
-			for i := range n {
-				name := fmt.Sprintf("probe-%s-%d-%03d", mode, round, i)
-				if quiet { // names of their own: the first probe's may still be going
-					name = "probe-quiet-" + strings.TrimPrefix(name, "probe-")
-				}
-				obj := &unstructured.Unstructured{Object: map[string]any{
-					"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
-					"metadata": map[string]any{"name": name, "namespace": ns},
-					"spec":     map[string]any{"value": "probe"},
-				}}
-				start := time.Now()
-				out, err := r.shelves.Create(ctx, obj, metav1.CreateOptions{})
-				if err != nil {
-					return nil, fmt.Errorf("probe create: %w", err)
-				}
-				created := time.Since(start)
-				names = append(names, name)
-				s := sample{create: created}
-				if out.GetLabels()[label] != "" {
-					atCreate[mode]++
-				} else {
-					for deadline := time.Now().Add(30 * time.Second); ; {
-						m, err := r.meta.Get(ctx, name, metav1.GetOptions{})
-						if err == nil && m.Labels[label] != "" {
-							break
-						}
-						if time.Now().After(deadline) {
-							return nil, fmt.Errorf("probe %s not labelled after 30 s", name)
-						}
-						time.Sleep(2 * time.Millisecond)
-					}
-				}
-				s.labelled = time.Since(start)
-				samples[mode] = append(samples[mode], s)
-				// The next create waits for this Shelf's reconcile (its two
-				// ConfigMaps), so that in every mode it meets the same
-				// load: with the webhook, a Shelf is labelled, and so
-				// reconciled, as soon as it is created.
+			created := time.Since(start)
+			names = append(names, name)
+			s := sample{create: created}
+			if out.GetLabels()[label] != "" {
+				atCreate[mode]++
+			} else {
 				for deadline := time.Now().Add(30 * time.Second); ; {
-					_, a := r.cmInf.Lister().Namespace(ns).Get(name + "-a")
-					_, b := r.cmInf.Lister().Namespace(ns).Get(name + "-b")
-					if a && b {
+					m, err := r.meta.Get(ctx, name, metav1.GetOptions{})
+					if err == nil && m.Labels[label] != "" {
 						break
 					}
 					if time.Now().After(deadline) {
-						return nil, fmt.Errorf("probe %s not reconciled after 30 s", name)
+						return nil, fmt.Errorf("probe %s not labelled after 30 s", name)
 					}
 					time.Sleep(2 * time.Millisecond)
 				}
 			}
-			c1, t1, err := r.webhookCalls(ctx)
-			if err != nil {
-				return nil, err
+			s.labelled = time.Since(start)
+			samples[mode] = append(samples[mode], s)
+			// The next create waits for this Shelf's reconcile (its two
+			// ConfigMaps), so that in every mode it meets the same
+			// load: with the webhook, a Shelf is labelled, and so
+			// reconciled, as soon as it is created.
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				_, a := r.cmInf.Lister().Namespace(ns).Get(name + "-a")
+				_, b := r.cmInf.Lister().Namespace(ns).Get(name + "-b")
+				if a && b {
+					break
+				}
+				if time.Now().After(deadline) {
+					return nil, fmt.Errorf("probe %s not reconciled after 30 s", name)
+				}
+				time.Sleep(2 * time.Millisecond)
 			}
-			calls[mode] += c1 - c0
-			callTime[mode] += t1 - t0
 		}
 	}
-	if err := r.setWebhook(ctx, "watch"); err != nil {
+	calls1, err := r.webhookCalls(ctx)
+	if err != nil {
 		return nil, err
+	}
+	calls := map[string]callStats{}
+	for m, c1 := range calls1 {
+		c0 := calls0[m]
+		calls[m] = callStats{n: c1.n - c0.n, total: c1.total - c0.total, over5: c1.over5 - c0.over5, over25: c1.over25 - c0.over25}
 	}
 	// Remove the probes and the ConfigMaps their reconciles made.
 	for _, name := range names {
@@ -246,8 +269,9 @@ func (r *run) probe(ctx context.Context, rounds, n int, quiet bool) ([]ProbeRepo
 		}
 		rep := ProbeReport{Mode: mode, Quiet: quiet, Creates: len(ss), LabelledAtCreate: atCreate[mode],
 			CreateP50: pct(creates, 0.5), CreateP99: pct(creates, 0.99), LabelledP50: pct(labelled, 0.5), LabelledP99: pct(labelled, 0.99)}
-		if calls[mode] > 0 {
-			rep.WebhookCalls, rep.WebhookMean = calls[mode], callTime[mode]/time.Duration(calls[mode])
+		if c := calls[mode]; c.n > 0 {
+			rep.WebhookCalls, rep.WebhookMean = c.n, c.total/time.Duration(c.n)
+			rep.WebhookOver5ms, rep.WebhookOver25ms = c.over5, c.over25
 		}
 		out = append(out, rep)
 		name := mode
@@ -258,7 +282,8 @@ func (r *run) probe(ctx context.Context, rounds, n int, quiet bool) ([]ProbeRepo
 			name, rep.Creates, rep.LabelledAtCreate, rep.CreateP50.Round(10*time.Microsecond), rep.CreateP99.Round(10*time.Microsecond),
 			rep.LabelledP50.Round(10*time.Microsecond), rep.LabelledP99.Round(10*time.Microsecond))
 		if rep.WebhookCalls > 0 {
-			fmt.Fprintf(r.opts.Out, "    the API server's calls to the webhook: %d, mean %s\n", rep.WebhookCalls, rep.WebhookMean.Round(10*time.Microsecond))
+			fmt.Fprintf(r.opts.Out, "    the API server's calls to the webhook: %d, mean %s, %d over 5 ms, %d over 25 ms\n",
+				rep.WebhookCalls, rep.WebhookMean.Round(10*time.Microsecond), rep.WebhookOver5ms, rep.WebhookOver25ms)
 		}
 	}
 	return out, nil

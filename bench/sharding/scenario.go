@@ -178,6 +178,7 @@ type Heap struct {
 type StepReport struct {
 	Name       string
 	Replicas   []string
+	Acted      time.Duration // from the change until the replicas it starts are spawned, or those it stops (or kills) have exited
 	Settled    time.Duration // from the change until every Shelf and ConfigMap is on its shard
 	CaughtUp   time.Duration // from the change until every update made before settling is reconciled by its shard
 	Bound      time.Duration

@@ -88,9 +88,10 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 		if err := s.act(); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
+		acted := time.Since(t0)
 		live := slices.Sorted(maps.Keys(r.procs))
 		ring := shard.NewRing(live, shard.RingOptions{})
-		sr := StepReport{Name: s.name, Replicas: live, Bound: s.bound}
+		sr := StepReport{Name: s.name, Replicas: live, Bound: s.bound, Acted: acted}
 		after, settled, err := r.settle(ctx, ring, t0, s.bound+time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
@@ -147,7 +148,7 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 			// second tells the webhook's own cost from the machine's
 			// load.
 			for _, quiet := range []bool{false, true} {
-				ps, err := r.probe(ctx, 4, r.opts.ProbeCreates/4, quiet)
+				ps, err := r.probe(ctx, r.opts.ProbeCreates, quiet)
 				if err != nil {
 					return nil, err
 				}
@@ -177,8 +178,8 @@ func (r *run) print(sr StepReport, base Heap) {
 	if sr.MoveBound > 0 {
 		move += fmt.Sprintf(" (bound %.3f)", sr.MoveBound)
 	}
-	fmt.Fprintf(r.opts.Out, "%-26s settled %6.2fs  caught up %6.2fs (bound %s)  %s\n    heap, Shelves/ConfigMaps cached: %s\n    reconciles: %s\n",
-		sr.Name, sr.Settled.Seconds(), sr.CaughtUp.Seconds(), sr.Bound, move, strings.Join(hs, ", "), strings.Join(rs, ", "))
+	fmt.Fprintf(r.opts.Out, "%-26s settled %6.2fs  caught up %6.2fs (bound %s)  %s\n    the change itself (spawn, or stop and exit) took %.2fs\n    heap, Shelves/ConfigMaps cached: %s\n    reconciles: %s\n",
+		sr.Name, sr.Settled.Seconds(), sr.CaughtUp.Seconds(), sr.Bound, move, sr.Acted.Seconds(), strings.Join(hs, ", "), strings.Join(rs, ", "))
 	if sr.CPU != "" {
 		fmt.Fprintln(r.opts.Out, "   ", sr.CPU)
 	}
