@@ -140,8 +140,7 @@ func (r *run) installWebhookConfig(ctx context.Context) error {
 	w := shard.MutatingWebhook("bench", []client.Resource{shelfRes}, admissionregistrationv1.WebhookClientConfig{URL: &url})
 	noop := shard.MutatingWebhook("bench", []client.Resource{shelfRes}, admissionregistrationv1.WebhookClientConfig{URL: &noopURL})
 	noop.Name = "noop.bench.loom.dev"
-	for i, m := range []string{"webhook", "noop"} {
-		wh := []*admissionregistrationv1.MutatingWebhook{&w, &noop}[i]
+	for m, wh := range map[string]*admissionregistrationv1.MutatingWebhook{"webhook": &w, "noop": &noop} {
 		sel := *wh.ObjectSelector
 		sel.MatchExpressions = append(slices.Clone(sel.MatchExpressions),
 			metav1.LabelSelectorRequirement{Key: probeModeLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{m}})
