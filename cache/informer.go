@@ -597,17 +597,21 @@ func (i *Informer[T]) cacheLookup() func(namespace, name, resourceVersion string
 	return i.lookup
 }
 
-// cachedItem returns the cached object under a list item's key when it
-// has the item's resourceVersion. The item then need not be decoded, and
-// the relist keeps the cached object.
+// cachedItem returns the cached object under a list item's key. When it
+// has the item's resourceVersion, the item need not be decoded, and the
+// relist keeps the cached object; otherwise the decoder takes from it the
+// parts the new version did not change.
 func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
 	old, ok := i.store.Get(key)
-	if !ok || old.GetResourceVersion() != resourceVersion {
+	if !ok {
 		return nil
+	}
+	if old.GetResourceVersion() != resourceVersion {
+		return old
 	}
 	if i.reused == nil {
 		i.reused = map[any]struct{}{}

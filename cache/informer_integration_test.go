@@ -603,8 +603,10 @@ func TestInformersAgainstAServer(t *testing.T) {
 			// again: a held-up watch fails with 410 Gone once released
 			// (so b changes first); a streaming list's watch gets a 410
 			// instead of the next event, b's change (so release first).
+			// (An annotation: fields the first writer owns keep their
+			// owner, so its managed-fields blob does not change.)
 			b := before["b"].DeepCopy()
-			b.Data = map[string]string{"v": fmt.Sprint(ct, tc.streaming)}
+			b.Annotations["relist"] = fmt.Sprint(ct, tc.streaming)
 			if tc.streaming {
 				close(lw.release)
 			}
@@ -617,7 +619,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			}
 			eventually(func() bool {
 				got, _ := inf.Lister().Namespace("relist").Get("b")
-				return got.Data["v"] == fmt.Sprint(ct, tc.streaming)
+				return got.Annotations["relist"] == fmt.Sprint(ct, tc.streaming)
 			})
 			relisted := lw.list(1)
 			if len(relisted) != len(names) {
@@ -628,6 +630,23 @@ func TestInformersAgainstAServer(t *testing.T) {
 				if undecoded := cm == before[cm.Name]; undecoded != (cm.Name != "b") {
 					t.Errorf("%s, streaming %v: relisted %s is the cached object: %v", ct, tc.streaming, cm.Name, undecoded)
 				}
+			}
+			// b's new version was decoded with the cached one at hand: the
+			// managed-fields blobs that did not change are the cached
+			// version's, not copies.
+			kept := 0
+			for _, e := range relistedB(relisted).ManagedFields {
+				for _, o := range before["b"].ManagedFields {
+					if e.FieldsV1 != nil && o.FieldsV1 != nil && string(e.FieldsV1.Raw) == string(o.FieldsV1.Raw) {
+						if unsafe.SliceData(e.FieldsV1.Raw) != unsafe.SliceData(o.FieldsV1.Raw) {
+							t.Errorf("%s, streaming %v: b's unchanged blob of %s is a copy", ct, tc.streaming, e.Manager)
+						}
+						kept++
+					}
+				}
+			}
+			if kept == 0 {
+				t.Errorf("%s, streaming %v: no managed-fields blob of b is unchanged: %v", ct, tc.streaming, before["b"].ManagedFields)
 			}
 			// Transformed: the four listed first, then b's new version.
 			if n := transforms.Load(); n != int64(len(names)+1) {
@@ -676,6 +695,16 @@ spec:
         type: object
         x-kubernetes-preserve-unknown-fields: true
 `
+
+// relistedB returns the relisted ConfigMap b.
+func relistedB(relisted []*corev1.ConfigMap) *corev1.ConfigMap {
+	for _, cm := range relisted {
+		if cm.Name == "b" {
+			return cm
+		}
+	}
+	return &corev1.ConfigMap{}
+}
 
 // relistOnce makes a reflector list again once release is closed. With
 // paginated lists it holds up the first watch until then, and fails it

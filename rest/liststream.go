@@ -107,13 +107,14 @@ func streamProtoList(f *frames, ls ListStream, o intern.Options) error {
 				if num == 1 {
 					return lm.Unmarshal(b)
 				}
-				if obj := cachedItem(o, b, protoMeta); obj != nil {
+				obj, io := cachedItem(o, b, protoMeta)
+				if obj != nil {
 					ls.AddItem(obj)
 					n++
 					return nil
 				}
 				item := ls.NewItem()
-				if err := decodeProtoItem(b, item, o); err != nil {
+				if err := decodeProtoItem(b, item, io); err != nil {
 					return fmt.Errorf("list item %d: %w", n, err)
 				}
 				ls.AddItem(item)
@@ -188,17 +189,27 @@ func protoStreamFields(f *frames, end int64, known uint64, fn func(num, size uin
 }
 
 // cachedItem returns the object that o.Cached has for a list item, read
-// from the item's encoding b by meta, or nil.
-func cachedItem(o intern.Options, b []byte, meta func([]byte) (namespace, name, resourceVersion string, ok bool)) any {
+// from the item's encoding b by meta, or nil. When that object has the
+// item's resourceVersion, it stands for the item (same); otherwise it is
+// returned as o.Prior, to be decoded with.
+func cachedItem(o intern.Options, b []byte, meta func([]byte) (namespace, name, resourceVersion string, ok bool)) (same any, _ intern.Options) {
 	lookup := cacheLookup(o)
 	if lookup == nil {
-		return nil
+		return nil, o
 	}
 	ns, name, rv, ok := meta(b)
 	if !ok {
-		return nil
+		return nil, o
 	}
-	return lookup(ns, name, rv)
+	held := lookup(ns, name, rv)
+	if held == nil {
+		return nil, o
+	}
+	if v, ok := held.(interface{ GetResourceVersion() string }); ok && v.GetResourceVersion() != rv {
+		o.Prior = held
+		return nil, o
+	}
+	return held, o
 }
 
 // cacheLookup returns o.Cached's lookup, or nil when nothing can be
@@ -365,14 +376,14 @@ func streamJSONItems(f *frames, ls ListStream, o intern.Options) error {
 		if len(v) == 0 || v[0] != '{' {
 			return fmt.Errorf("list item %d is not an object", n)
 		}
-		if obj := cachedItem(o, v, jsondec.Meta); obj != nil {
+		if obj, io := cachedItem(o, v, jsondec.Meta); obj != nil {
 			ls.AddItem(obj)
 		} else {
 			item := ls.NewItem()
 			if u, ok := item.(*unstructured.Unstructured); ok {
-				u.Object, err = jsondec.ObjectWith(v, o)
+				u.Object, err = jsondec.ObjectWith(v, io)
 			} else {
-				err = decodeJSON(v, item, o)
+				err = decodeJSON(v, item, io)
 			}
 			if err != nil {
 				return fmt.Errorf("list item %d: %w", n, err)

@@ -167,20 +167,23 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 	ev.Type = watch.EventType(typ)
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+		var prior any
 		if ev.Type == watch.Added {
-			if o, ok := w.cached(obj); ok {
+			var o PT
+			var ok bool
+			if o, ok, prior = w.cached(obj); ok {
 				ev.Object = o
 				return ev, nil
 			}
 		}
 		o := w.newObj()
-		if err := w.decodeObject(obj, any(o)); err != nil {
+		if err := w.decodeObject(obj, any(o), prior); err != nil {
 			return Event[PT]{}, &DecodeError{Offset: start, Err: fmt.Errorf("%s event: %w", typ, err)}
 		}
 		ev.Object = o
 	case watch.Error:
 		st := &metav1.Status{}
-		if err := w.decodeObject(obj, st); err != nil {
+		if err := w.decodeObject(obj, st, nil); err != nil {
 			return Event[PT]{}, &DecodeError{Offset: start, Err: fmt.Errorf("ERROR event: %w", err)}
 		}
 		ev.Status = st
@@ -193,39 +196,43 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 // cached returns the object that the decoder options of the watch's
 // context already hold for an ADDED event's object (see
 // intern.Options.Cached: an informer's, during a streaming list), which
-// then need not be decoded.
-func (w *Watcher[PT]) cached(obj []byte) (PT, bool) {
-	var zero PT
+// then need not be decoded; or else the object's previous version that
+// they hold, to be decoded with (intern.Options.Prior).
+func (w *Watcher[PT]) cached(obj []byte) (same PT, ok bool, prior any) {
 	o := intern.OptionsFrom(w.ctx)
 	if cacheLookup(o) == nil {
-		return zero, false // the common case, outside a list: no parsing
+		return same, false, nil // the common case, outside a list: no parsing
 	}
 	var got any
 	if w.proto {
 		env, err := parseUnknown(obj)
 		if err != nil || env.contentEncoding != "" {
-			return zero, false
+			return same, false, nil
 		}
-		got = cachedItem(o, env.raw, protoMeta)
+		got, o = cachedItem(o, env.raw, protoMeta)
 	} else {
-		got = cachedItem(o, obj, jsondec.Meta)
+		got, o = cachedItem(o, obj, jsondec.Meta)
 	}
-	p, ok := got.(PT)
-	return p, ok
+	same, ok = got.(PT)
+	return same, ok, o.Prior
 }
 
-func (w *Watcher[PT]) decodeObject(obj []byte, v any) error {
+// decodeObject decodes obj into v, with prior (if not nil) as the
+// object's previous version (intern.Options.Prior).
+func (w *Watcher[PT]) decodeObject(obj []byte, v, prior any) error {
 	if len(obj) == 0 {
 		return errors.New("no object")
 	}
+	o := intern.OptionsFrom(w.ctx)
+	o.Prior = prior
 	if w.proto {
 		env, err := parseUnknown(obj)
 		if err != nil {
 			return err
 		}
-		return decodeProtoObject(env, v, intern.OptionsFrom(w.ctx))
+		return decodeProtoObject(env, v, o)
 	}
-	return decodeJSON(obj, v, intern.OptionsFrom(w.ctx))
+	return decodeJSON(obj, v, o)
 }
 
 var (

@@ -50,12 +50,21 @@ type Options struct {
 	// list, or with an empty cache), and the object is decoded without
 	// more ado. Otherwise it returns a lookup, which the decoder calls
 	// with the object's namespace, name and resourceVersion, read from
-	// the wire (views of the response: valid only during the call). When
-	// the lookup returns an object, that object stands for the item, which
-	// is not decoded. An informer answers with the object it caches under
-	// that key, when it has that resourceVersion. Nil: every item is
-	// decoded.
+	// the wire (views of the response: valid only during the call), and
+	// which returns the object it holds under that key, or nil. When that
+	// object has the resourceVersion asked for, it stands for the item,
+	// which is not decoded. Otherwise it is the item's previous version:
+	// the decoder is given it as Prior. An informer answers with the
+	// object it caches under the key. Nil: every item is decoded.
 	Cached func() func(namespace, name, resourceVersion string) any
+	// Prior, when set, is the object's previous version, held by a cache
+	// (see Cached), so immutable. With Share, the decoder gives the new
+	// object the parts of Prior whose encoding it finds unchanged, instead
+	// of decoding them again: managed-fields blobs, and with Structs,
+	// unstructured objects' nested objects and arrays. A relist that
+	// brings every object back changed in one field then makes little
+	// garbage. Nil: nothing is taken from a previous version.
+	Prior any
 }
 
 type optionsKey struct{}

@@ -81,6 +81,9 @@ func ObjectWith(data []byte, o intern.Options) (map[string]interface{}, error) {
 		}
 		return nil, ErrNotObject
 	}
+	if o.Prior != nil && o.Structs && o.Share != nil {
+		p.prior = priorObject(o.Prior)
+	}
 	m, err := p.object(0, "")
 	if err != nil {
 		return nil, err
@@ -131,6 +134,15 @@ type parser struct {
 	// next names the strings of the slice or map about to be decoded,
 	// for Strings' counts: set by a struct field (see take).
 	next fieldStrings
+
+	// prior is, in an unstructured object decoded with a previous
+	// version (intern.Options.Prior), that version's value at the place
+	// of the value about to be parsed, or nil (see sharedValue).
+	prior any
+	// priorPtr is the same for typed objects: where the previous version
+	// holds the value about to be decoded, of the same type, or nil (see
+	// shared).
+	priorPtr unsafe.Pointer
 }
 
 type localPart struct {
@@ -321,6 +333,8 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 			p.entries = nil
 		}()
 	}
+	prior, _ := p.prior.(map[string]any)
+	p.prior = nil
 	p.i++ // '{'
 	p.skipSpace()
 	if p.i < len(p.data) && p.data[p.i] == '}' {
@@ -344,6 +358,9 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 		p.i++
 		var v any
 		p.skipSpace()
+		if prior != nil {
+			p.prior = prior[k]
+		}
 		switch {
 		case skip != "" && k == skip:
 			_, err = p.skipValue(depth + 1)
@@ -366,6 +383,7 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 		default:
 			v, err = p.value(depth + 1)
 		}
+		p.prior = nil
 		if err != nil {
 			return nil, err
 		}
@@ -397,6 +415,8 @@ func (p *parser) arrayOf(depth, n int) ([]interface{}, error) {
 	if depth >= maxDepth {
 		return nil, p.errf("exceeded max depth")
 	}
+	prior, _ := p.prior.([]any)
+	p.prior = nil
 	open := p.i
 	p.i++ // '['
 	p.skipSpace()
@@ -410,7 +430,13 @@ func (p *parser) arrayOf(depth, n int) ([]interface{}, error) {
 	}
 	a := make([]interface{}, 0, n)
 	for {
-		v, err := p.value(depth + 1)
+		var v any
+		var err error
+		if len(a) < len(prior) {
+			v, err = p.priorElem(prior[len(a)], depth+1)
+		} else {
+			v, err = p.value(depth + 1)
+		}
 		if err != nil {
 			return nil, err
 		}

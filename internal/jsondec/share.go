@@ -57,6 +57,8 @@ var errUnshare = errors.New("jsondec: a repeated key would change a shared value
 // shared decodes the field f at fp, whose value starts at p.i, from or
 // into the table.
 func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
+	prior := p.priorPtr // the previous version's value of the field (see prior.go)
+	p.priorPtr = nil
 	p.skipSpace()
 	if p.i >= len(p.data) || p.data[p.i] == 'n' {
 		return p.into(f.plan, fp, depth) // null clears the field; the end is an error
@@ -79,6 +81,17 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			return errUnshare
 		}
 	}
+	if f.share == shareBlob && p.opts.Prior != nil {
+		if found, err := p.priorBlob(pl, fp, depth); found || err != nil {
+			return err
+		}
+	}
+	if prior != nil {
+		if found, err := p.priorPart(f, fp, prior, depth); found || err != nil {
+			return err
+		}
+		p.priorPtr = prior // for the parts inside, if decoded in place
+	}
 	if f.share != shareBlob && !p.opts.Structs || !p.opts.Sharing(f.stat) {
 		return p.into(pl, fp, depth)
 	}
@@ -100,6 +113,8 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		p.i = start
 		return p.into(pl, fp, depth)
 	}
+	p.priorPtr = nil // only the in-place decode below looks at it
+	defer func() { p.priorPtr = nil }()
 	k := intern.KeyOf(raw, unsafe.Pointer(pl))
 	v, put := p.opts.Lookup(f.stat, k)
 	if v == nil {
@@ -109,6 +124,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		// Not met lately, and perhaps unique: decoded in place, as a
 		// value that is not shared, and remembered for this object.
 		p.i = start
+		p.priorPtr = prior
 		if err := p.into(pl, fp, depth); err != nil {
 			return err
 		}
@@ -192,8 +208,13 @@ var (
 // top level, taking it from the table when it is an object or an array
 // whose text was decoded before.
 func (p *parser) sharedValue(k string, depth int) (any, error) {
+	prior := p.prior // the previous version's value here (see prior.go)
 	field := intern.Named(k)
-	if p.i >= len(p.data) || p.data[p.i] != '{' && p.data[p.i] != '[' || !p.opts.Sharing(field) {
+	if p.i >= len(p.data) || p.data[p.i] != '{' && p.data[p.i] != '[' {
+		return p.value(depth)
+	}
+	sharing := p.opts.Sharing(field)
+	if !sharing && prior == nil {
 		return p.value(depth)
 	}
 	start := p.i
@@ -201,10 +222,15 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n == 0 {
-		p.i = start
+	if prior != nil && sameJSON(raw, prior) {
+		p.prior = nil
+		return prior, nil
+	}
+	if !sharing || n == 0 {
+		p.i = start // p.prior still holds prior, for the parts inside
 		return p.value(depth)
 	}
+	p.prior = nil
 	// On a miss, a parser whose strings are its own, as in shared.
 	sub := parser{data: raw, opts: p.opts}
 	if raw[0] == '{' {
@@ -215,6 +241,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 		}
 		if v == nil && !put {
 			p.i = start // not met lately: decoded in place, and remembered
+			p.prior = prior
 			m, err := p.object(depth, "")
 			if err == nil {
 				p.remember(key, *(*unsafe.Pointer)(unsafe.Pointer(&m)))
@@ -239,6 +266,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	}
 	if v == nil && !put {
 		p.i = start // not met lately: decoded in place, and remembered
+		p.prior = prior
 		a, err := p.arrayOf(depth, n)
 		if err == nil && len(a) == n && cap(a) == n {
 			p.remember(key, unsafe.Pointer(unsafe.SliceData(a)))

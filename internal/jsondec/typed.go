@@ -309,6 +309,11 @@ func decode(data []byte, v any, o intern.Options) (arenas int, err error) {
 		return 0, pl.failed
 	}
 	p := parser{data: data, opts: o, sizer: o.Sizer}
+	if o.Prior != nil && o.Structs && o.Share != nil {
+		if pv := reflect.ValueOf(o.Prior); pv.Type() == rv.Type() && !pv.IsNil() {
+			p.priorPtr = pv.UnsafePointer()
+		}
+	}
 	err = p.into(pl, rv.UnsafePointer(), 0)
 	if err == nil {
 		err = p.end()
@@ -463,6 +468,8 @@ func (p *parser) skipString() error {
 
 // into decodes the value at p.i into the destination of plan pl at ptr.
 func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	prior := p.priorPtr // the previous version's value here, if known
+	p.priorPtr = nil
 	p.skipSpace()
 	if p.i >= len(p.data) {
 		return p.errf("unexpected end of input")
@@ -534,6 +541,9 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		if *pp == nil {
 			*pp = reflect.New(pl.elem.typ).UnsafePointer()
 		}
+		if prior != nil {
+			p.priorPtr = *(*unsafe.Pointer)(prior)
+		}
 		return p.into(pl.elem, *pp, depth)
 	case tBytes:
 		if c == '[' {
@@ -556,6 +566,7 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		if c != '[' {
 			return p.mismatch(pl, depth)
 		}
+		p.priorPtr = prior
 		return p.slice(pl, ptr, depth)
 	case tMap:
 		if c != '{' {
@@ -566,6 +577,7 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		if c != '{' {
 			return p.mismatch(pl, depth)
 		}
+		p.priorPtr = prior
 		return p.structInto(pl, ptr, depth)
 	}
 	return nil
@@ -692,6 +704,10 @@ type sliceHeader struct {
 
 func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 	strs, _ := p.take(pl)
+	var prior sliceHeader // the previous version's, when there is one
+	if p.priorPtr != nil {
+		prior, p.priorPtr = *(*sliceHeader)(p.priorPtr), nil
+	}
 	if depth >= maxDepth {
 		return p.errf("exceeded max depth")
 	}
@@ -729,6 +745,9 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		// As encoding/json, an element reused from an earlier decode of
 		// the same field is decoded into, not cleared.
 		ep := unsafe.Add(h.data, uintptr(h.len)*esize)
+		if h.len < prior.len {
+			p.priorPtr = unsafe.Add(prior.data, uintptr(h.len)*esize)
+		}
 		h.len++
 		if depth == 1 && (pl.elem.kind == tStruct || pl.elem.kind == tPtr && pl.elem.elem.kind == tStruct) {
 			// An item of a top-level list: string blocks of its own.
@@ -751,6 +770,7 @@ func (p *parser) slice(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		} else if err := p.into(pl.elem, ep, depth+1); err != nil {
 			return err
 		}
+		p.priorPtr = nil
 		if done, err := p.arrayNext(); err != nil || done {
 			return err
 		}
@@ -836,6 +856,8 @@ func (p *parser) objectNext() (done bool, err error) {
 }
 
 func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
+	prior := p.priorPtr
+	p.priorPtr = nil
 	empty, err := p.objectStart(depth)
 	if err != nil || empty {
 		return err
@@ -847,6 +869,9 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		}
 		if f, ok := pl.fields[k]; ok {
 			fp := unsafe.Add(ptr, f.off)
+			if prior != nil {
+				p.priorPtr = unsafe.Add(prior, f.off)
+			}
 			if p.opts.Strings != nil && (f.plan.kind == tMap || f.plan.kind == tSlice) {
 				p.next = fieldStrings{true, f.strs, f.keys}
 			}
@@ -863,6 +888,7 @@ func (p *parser) structInto(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		} else {
 			_, err = p.skipValue(depth + 1)
 		}
+		p.priorPtr = nil
 		p.next = fieldStrings{} // not taken if the value was null
 		if err != nil {
 			return err

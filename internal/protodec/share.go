@@ -1,10 +1,13 @@
 package protodec
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"sync"
 	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/internal/intern"
 )
@@ -145,6 +148,9 @@ func (d *decoder) isShared(fp unsafe.Pointer) bool {
 // sharedBytes returns a copy of data from the table (a new one on a
 // miss), whose capacity is its length, so that appending to it copies.
 func (d *decoder) sharedBytes(f *field, data []byte) []byte {
+	if b := d.priorBytes(data); b != nil {
+		return b
+	}
 	if !d.sharing(f) {
 		return append([]byte{}, data...)
 	}
@@ -254,4 +260,26 @@ func SupportedPointer(v any) bool {
 	ok := t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && Supported(t.Elem())
 	pointerTypes.Store(t, ok)
 	return ok
+}
+
+// managedFielder is an object with managed fields: a Prior whose blobs a
+// new version may reuse.
+type managedFielder interface {
+	GetManagedFields() []metav1.ManagedFieldsEntry
+}
+
+// priorBytes returns the managed-fields blob of the object's previous
+// version (intern.Options.Prior) that holds the bytes data, or nil. Both
+// versions belong to a cache and never change, so they can hold one copy.
+func (d *decoder) priorBytes(data []byte) []byte {
+	mf, ok := d.opts.Prior.(managedFielder)
+	if !ok {
+		return nil
+	}
+	for _, e := range mf.GetManagedFields() {
+		if e.FieldsV1 != nil && bytes.Equal(e.FieldsV1.Raw, data) {
+			return e.FieldsV1.Raw[:len(data):len(data)]
+		}
+	}
+	return nil
 }
