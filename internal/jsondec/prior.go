@@ -10,7 +10,9 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // A cache that holds an object's previous version hands it to the decoder
@@ -378,8 +380,13 @@ func (c *comparer) typed(pl *tplan, ptr unsafe.Pointer, depth int) bool {
 			return false
 		}
 		raw := c.b[start:c.i]
-		if pl.typ == fieldsV1Type {
+		switch pl.typ {
+		case fieldsV1Type:
 			return bytes.Equal(raw, (*metav1.FieldsV1)(ptr).Raw)
+		case quantityType:
+			return sameQuantity(raw, *(*resource.Quantity)(ptr))
+		case intOrStringType:
+			return sameIntOrString(raw, *(*intstr.IntOrString)(ptr))
 		}
 		// A Quantity or an IntOrString: decoded (a small value) and
 		// compared. Equal values decode alike, so DeepEqual is exact.
@@ -472,7 +479,18 @@ func (c *comparer) typedMap(pl *tplan, ptr unsafe.Pointer, depth int) bool {
 		if !ok || !c.next(':') {
 			return false
 		}
-		if pl.strMap {
+		if pl.elem.typ == quantityType {
+			// A resource list: its keys are of string kind, which
+			// map[string]Quantity shares the layout and hash of.
+			q, ok := (*(*map[string]resource.Quantity)(ptr))[k]
+			if !ok {
+				return false
+			}
+			start := c.i
+			if !c.skip() || !sameQuantity(c.b[start:c.i], q) {
+				return false
+			}
+		} else if pl.strMap {
 			s, ok := (*(*map[string]string)(ptr))[k]
 			if !ok {
 				return false
@@ -562,4 +580,33 @@ func (c *comparer) skip() bool {
 	}
 	c.i = p.i
 	return true
+}
+
+var intOrStringType = reflect.TypeFor[intstr.IntOrString]()
+
+// sameQuantity reports whether the JSON text b decodes to q, as
+// Quantity.UnmarshalJSON decodes it, without allocating: only quoted
+// quantities without escapes are told.
+func sameQuantity(b []byte, q resource.Quantity) bool {
+	c := comparer{b: b}
+	s, ok := c.str()
+	if !ok || c.i != len(b) {
+		return false
+	}
+	got, err := resource.ParseQuantity(strings.TrimSpace(s))
+	// Both come from ParseQuantity of the same text; one that needed an
+	// inf.Dec holds its own, so they differ, and the part is decoded.
+	return err == nil && got == q
+}
+
+// sameIntOrString reports whether the JSON text b decodes to v, as
+// IntOrString.UnmarshalJSON decodes it.
+func sameIntOrString(b []byte, v intstr.IntOrString) bool {
+	c := comparer{b: b}
+	if len(b) > 0 && b[0] == '"' {
+		s, ok := c.str()
+		return ok && c.i == len(b) && v.Type == intstr.String && v.StrVal == s && v.IntVal == 0
+	}
+	n, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(b), len(b)), 10, 32)
+	return err == nil && v.Type == intstr.Int && v.IntVal == int32(n) && v.StrVal == ""
 }

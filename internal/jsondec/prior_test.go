@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/loom-k8s/loom/internal/intern"
 )
@@ -263,4 +265,74 @@ func FuzzPriorUnstructured(f *testing.F) {
 			t.Fatalf("with a previous version:\n got %#v\nwant %#v", got, want)
 		}
 	})
+}
+
+// TestPriorAllocatesLittle checks that telling unchanged parts from the
+// previous version allocates little: a decode with an unchanged previous
+// version makes a fraction of a plain decode's allocations. Resource
+// quantities and IntOrStrings, which have UnmarshalJSON methods, are
+// compared without decoding them.
+func TestPriorAllocatesLittle(t *testing.T) {
+	old := managedPod("p")
+	old.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}}}
+	old.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}}
+	data, _ := json.Marshal(old)
+	o := intern.Options{Share: intern.New(), Structs: true}
+	var prior corev1.Pod
+	if err := DecodeWith(data, &prior, o); err != nil {
+		t.Fatal(err)
+	}
+	plain := testing.AllocsPerRun(50, func() {
+		var p corev1.Pod
+		_ = DecodeWith(data, &p, intern.Options{})
+	})
+	o.Prior = &prior
+	var got corev1.Pod
+	withPrior := testing.AllocsPerRun(50, func() {
+		got = corev1.Pod{}
+		_ = DecodeWith(data, &got, o)
+	})
+	if got.Spec.Containers[0].LivenessProbe != prior.Spec.Containers[0].LivenessProbe || !same(got.Spec.Containers, prior.Spec.Containers) {
+		t.Fatal("the unchanged probe and containers are not the previous version's")
+	}
+	if withPrior > plain/2 {
+		t.Errorf("a decode with an unchanged previous version made %v allocations; a plain one, %v", withPrior, plain)
+	}
+}
+
+func TestSameQuantityAndIntOrString(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		q    resource.Quantity
+		want bool
+	}{
+		{`"100m"`, resource.MustParse("100m"), true},
+		{`"0.1"`, resource.MustParse("100m"), false}, // equal amounts, but written otherwise: not what a decode gives
+		{`"1Gi"`, resource.MustParse("1Gi"), true},
+		{`"1Gi"`, resource.MustParse("1G"), false},
+		{`"\u0031Gi"`, resource.MustParse("1Gi"), false},
+		{`1`, resource.MustParse("1"), false}, // unquoted: not told
+	} {
+		var dec resource.Quantity
+		if got := sameQuantity([]byte(tc.text), tc.q); got != tc.want {
+			t.Errorf("sameQuantity(%s, %v) = %v, want %v", tc.text, tc.q.String(), got, tc.want)
+		} else if got && (dec.UnmarshalJSON([]byte(tc.text)) != nil || dec != tc.q) {
+			t.Errorf("%s decodes to %#v, which sameQuantity took for %#v", tc.text, dec, tc.q)
+		}
+	}
+	for _, tc := range []struct {
+		text string
+		v    intstr.IntOrString
+		want bool
+	}{
+		{`"http"`, intstr.FromString("http"), true},
+		{`8080`, intstr.FromInt32(8080), true},
+		{`"8080"`, intstr.FromInt32(8080), false},
+		{`8080`, intstr.FromString("8080"), false},
+		{`8081`, intstr.FromInt32(8080), false},
+	} {
+		if got := sameIntOrString([]byte(tc.text), tc.v); got != tc.want {
+			t.Errorf("sameIntOrString(%s, %v) = %v, want %v", tc.text, tc.v, got, tc.want)
+		}
+	}
 }
