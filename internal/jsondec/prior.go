@@ -73,6 +73,13 @@ func (p *parser) priorPart(f *tfield, fp, prior unsafe.Pointer, depth int) (bool
 		p.i = start
 		return false, nil
 	}
+	takePrior(f, fp, prior)
+	return true, nil
+}
+
+// takePrior sets the shared field f at fp to the previous version's value
+// at prior.
+func takePrior(f *tfield, fp, prior unsafe.Pointer) {
 	switch f.share {
 	case shareSlice:
 		*(*sliceHeader)(fp) = *(*sliceHeader)(prior)
@@ -85,7 +92,6 @@ func (p *parser) priorPart(f *tfield, fp, prior unsafe.Pointer, depth int) (bool
 			*(*metav1.FieldsV1)(fp) = *(*metav1.FieldsV1)(prior)
 		}
 	}
-	return true, nil
 }
 
 // unstructuredContent is an unstructured Prior (*unstructured.Unstructured).

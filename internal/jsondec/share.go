@@ -86,15 +86,18 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 			return err
 		}
 	}
-	if prior != nil {
-		if found, err := p.priorPart(f, fp, prior, depth); found || err != nil {
-			return err
-		}
-		p.priorPtr = prior // for the parts inside, if decoded in place
-	}
 	if f.share != shareBlob && !p.opts.Structs || !p.opts.Sharing(f.stat) {
+		// Not looked up in the table: compared with the previous
+		// version, if there is one, and else decoded.
+		if prior != nil {
+			if found, err := p.priorPart(f, fp, prior, depth); found || err != nil {
+				return err
+			}
+			p.priorPtr = prior // for the parts inside
+		}
 		return p.into(pl, fp, depth)
 	}
+	p.priorPtr = prior // for the parts inside, if decoded in place
 	c := p.data[p.i]
 	if f.share == shareBlob && c != '{' || f.share == shareSlice && c != '[' || (f.share == sharePtr || f.share == shareMap) && c != '{' {
 		return p.into(pl, fp, depth) // the plain decoder reports the mismatch
@@ -119,6 +122,13 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	v, put := p.opts.Lookup(f.stat, k)
 	if v == nil {
 		v = p.recall(k)
+	}
+	if v == nil && prior != nil && p.opts.Structs && sameTyped(raw, pl, prior) {
+		// Not in the table, but unchanged since the previous version:
+		// looked at only after the table, which finds most parts of
+		// objects of one shape at the cost of a hash.
+		takePrior(f, fp, prior)
+		return nil
 	}
 	if v == nil && !put {
 		// Not met lately, and perhaps unique: decoded in place, as a
@@ -222,7 +232,7 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if prior != nil && sameJSON(raw, prior) {
+	if !sharing && sameJSON(raw, prior) { // prior is not nil
 		p.prior = nil
 		return prior, nil
 	}
@@ -238,6 +248,9 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 		v, put := p.opts.Lookup(field, key)
 		if v == nil {
 			v = p.recall(key)
+		}
+		if v == nil && prior != nil && sameJSON(raw, prior) {
+			return prior, nil // not in the table, but unchanged
 		}
 		if v == nil && !put {
 			p.i = start // not met lately: decoded in place, and remembered
@@ -263,6 +276,9 @@ func (p *parser) sharedValue(k string, depth int) (any, error) {
 	v, put := p.opts.Lookup(field, key)
 	if v == nil {
 		v = p.recall(key)
+	}
+	if v == nil && prior != nil && sameJSON(raw, prior) {
+		return prior, nil // not in the table, but unchanged
 	}
 	if v == nil && !put {
 		p.i = start // not met lately: decoded in place, and remembered
