@@ -60,8 +60,9 @@ type Options struct {
 	// Prior, when set, is the object's previous version, held by a cache
 	// (see Cached), so immutable. With Share, the decoder gives the new
 	// object the parts of Prior whose encoding it finds unchanged, instead
-	// of decoding them again: managed-fields blobs, and with Structs,
-	// unstructured objects' nested objects and arrays. A relist that
+	// of decoding them again: managed-fields blobs, and with Structs, on
+	// JSON, the parts of typed objects that Structs shares and the nested
+	// objects and arrays of unstructured ones. A relist that
 	// brings every object back changed in one field then makes little
 	// garbage. Nil: nothing is taken from a previous version.
 	Prior any
