@@ -116,8 +116,7 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 		p.i = start
 		return p.into(pl, fp, depth)
 	}
-	p.priorPtr = nil // only the in-place decode below looks at it
-	defer func() { p.priorPtr = nil }()
+	p.priorPtr = nil // only the in-place decode below looks at it (into takes it)
 	k := intern.KeyOf(raw, unsafe.Pointer(pl))
 	v, put := p.opts.Lookup(f.stat, k)
 	if v == nil {
