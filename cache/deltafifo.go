@@ -65,7 +65,13 @@ type DeltaFIFO[T any] struct {
 	replaced bool // the first Replace has happened
 	initial  int  // pops left until the first Replace's keys are all popped
 
-	listed map[string]struct{} // keys of the Replace in progress (beginReplace), or nil
+	// A Replace taken in pieces (beginReplace to endReplace) is
+	// replacing. listed holds the keys it has queued, to tombstone the
+	// others at its end; it stays nil when the Replace began with nothing
+	// queued or known (fresh), because then every key there is at its end
+	// was listed.
+	replacing bool
+	listed    map[string]struct{}
 }
 
 var _ Queue[int] = (*DeltaFIFO[int])(nil)
@@ -101,6 +107,9 @@ func (f *DeltaFIFO[T]) write(t DeltaType, obj T) error {
 	defer f.mu.Unlock()
 	if f.closed {
 		return ErrClosed
+	}
+	if f.replacing && f.listed == nil {
+		f.trackListed()
 	}
 	if t == Deleted && f.known != nil && len(f.items[key]) == 0 {
 		if _, ok := f.known.Get(key); !ok {
@@ -138,6 +147,16 @@ func (f *DeltaFIFO[T]) queueDelta(key string, d Delta[T]) {
 // for as long as it runs. Below it, the map is kept so that steady state
 // does not allocate.
 const fifoReleaseAbove = 256
+
+// releaseIfIdle makes the map anew when the queue is empty after a burst
+// (see fifoReleaseAbove). A Replace in pieces is one burst: its pages
+// empty the queue in turn, and a map made anew for each would only be
+// grown again by the next page. The caller holds mu.
+func (f *DeltaFIFO[T]) releaseIfIdle() {
+	if len(f.queue) == 0 && f.peak > fifoReleaseAbove && !f.replacing {
+		f.items, f.queue, f.peak = map[string][]Delta[T]{}, nil, 0
+	}
+}
 
 // Replace records a full list: a Replaced delta per object in objs, and a
 // tombstone for each key queued or known that objs lacks (see
@@ -177,11 +196,42 @@ func (f *DeltaFIFO[T]) Replace(objs []T) error {
 // whole list waiting beside the cache. endReplace then queues the
 // tombstones. A beginReplace forgets an unfinished one: the objects it
 // queued stay queued, and the next endReplace tombstones what its own
-// list lacks.
-func (f *DeltaFIFO[T]) beginReplace() {
+// list lacks. It reports whether the Replace is fresh: nothing was
+// queued or known, so no object of the list can replace another.
+func (f *DeltaFIFO[T]) beginReplace() (fresh bool) {
 	f.mu.Lock()
-	f.listed = map[string]struct{}{}
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	f.replacing = true
+	f.listed = nil
+	if len(f.items) > 0 || !knownEmpty(f.known) {
+		f.listed = map[string]struct{}{}
+	}
+	return f.listed == nil
+}
+
+// trackListed starts to track the keys of a fresh Replace in progress,
+// because another write came: every key queued or known so far came from
+// the Replace. The caller holds mu.
+func (f *DeltaFIFO[T]) trackListed() {
+	f.listed = make(map[string]struct{}, len(f.items))
+	for key := range f.items {
+		f.listed[key] = struct{}{}
+	}
+	if f.known != nil {
+		for _, key := range f.known.ListKeys() {
+			f.listed[key] = struct{}{}
+		}
+	}
+}
+
+// knownEmpty reports whether known is nil or, when it can tell its
+// length (a [Store] can), holds nothing.
+func knownEmpty[T any](known KeyLister[T]) bool {
+	if known == nil {
+		return true
+	}
+	l, ok := known.(interface{ Len() int })
+	return ok && l.Len() == 0
 }
 
 // replaceItems queues a Replaced delta for each of objs, part of the
@@ -200,11 +250,13 @@ func (f *DeltaFIFO[T]) replaceItems(objs []T) error {
 	if f.closed {
 		return ErrClosed
 	}
-	if f.listed == nil {
+	if !f.replacing {
 		panic("cache: replaceItems without beginReplace")
 	}
 	for i, obj := range objs {
-		f.listed[keys[i]] = struct{}{}
+		if f.listed != nil {
+			f.listed[keys[i]] = struct{}{}
+		}
 		f.queueDelta(keys[i], Delta[T]{Type: Replaced, Object: obj})
 	}
 	return nil
@@ -219,9 +271,11 @@ func (f *DeltaFIFO[T]) endReplace() error {
 	if f.closed {
 		return ErrClosed
 	}
-	listed := f.listed
-	f.listed = nil
-	f.tombstoneLocked(listed)
+	if f.listed != nil {
+		f.tombstoneLocked(f.listed)
+	}
+	f.replacing, f.listed = false, nil
+	f.releaseIfIdle()
 	if !f.replaced {
 		f.replaced = true
 		f.initial = len(f.queue)
@@ -327,9 +381,7 @@ func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas 
 	}
 	deltas := f.items[key]
 	delete(f.items, key)
-	if len(f.queue) == 0 && f.peak > fifoReleaseAbove {
-		f.items, f.queue, f.peak = map[string][]Delta[T]{}, nil, 0
-	}
+	f.releaseIfIdle()
 	if f.initial > 0 {
 		f.initial--
 	}

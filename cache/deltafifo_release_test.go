@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // TestDeltaFIFOReleasesAfterBurst checks that a DeltaFIFO that empties
@@ -55,5 +56,45 @@ func TestDeltaFIFOReleasesAfterBurst(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDeltaFIFOKeepsMapThroughReplace checks that a Replace taken in
+// pieces keeps the map while its pages empty the queue in turn, and that
+// its end releases it once the queue is empty.
+func TestDeltaFIFOKeepsMapThroughReplace(t *testing.T) {
+	f := NewDeltaFIFO(DeltaFIFOOptions[string]{KeyFunc: func(s string) (string, error) { return s, nil }})
+	mapOf := func() unsafe.Pointer {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return reflect.ValueOf(f.items).UnsafePointer()
+	}
+	drain := func() {
+		for f.Len() > 0 {
+			if err := f.Pop(context.Background(), func(string, []Delta[string]) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.beginReplace()
+	first := mapOf()
+	for page := range 3 {
+		var objs []string
+		for i := range 2 * fifoReleaseAbove {
+			objs = append(objs, strconv.Itoa(page*10000+i))
+		}
+		if err := f.replaceItems(objs); err != nil {
+			t.Fatal(err)
+		}
+		drain()
+		if m := mapOf(); m != first {
+			t.Fatalf("page %d: the map was made anew during the Replace", page)
+		}
+	}
+	if err := f.endReplace(); err != nil {
+		t.Fatal(err)
+	}
+	if mapOf() == first {
+		t.Error("the map of the Replace was kept after it ended with the queue empty")
 	}
 }

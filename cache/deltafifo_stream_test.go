@@ -154,3 +154,55 @@ func TestStreamedReplaceIsReplace(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshStreamedReplace checks a Replace in pieces that begins with
+// nothing queued or known: it reports itself fresh and tombstones
+// nothing, unless another write comes while it runs, which it then
+// tombstones as a Replace tombstones what it did not list.
+func TestFreshStreamedReplace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cached  []string
+		foreign string // added while the Replace runs, if not ""
+		fresh   bool
+		state   map[string]string
+		tombs   map[string]bool
+	}{
+		{name: "fresh", fresh: true, state: map[string]string{"a": "2", "b": "2", "d": "2"}, tombs: map[string]bool{}},
+		{name: "fresh, another write", foreign: "c", fresh: true, state: map[string]string{"a": "2", "b": "2", "d": "2"}, tombs: map[string]bool{"ns/c": true}},
+		{name: "fresh, another write of a listed key", foreign: "a", fresh: true, state: map[string]string{"a": "q", "b": "2", "d": "2"}, tombs: map[string]bool{}},
+		{name: "cached", cached: []string{"x"}, state: map[string]string{"a": "2", "b": "2", "d": "2"}, tombs: map[string]bool{"ns/x": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFIFOSystem(t, tc.cached, nil)
+			if fresh := s.fifo.beginReplace(); fresh != tc.fresh {
+				t.Fatalf("beginReplace reports fresh %v, want %v", fresh, tc.fresh)
+			}
+			if err := s.fifo.replaceItems([]*corev1.ConfigMap{streamCM("a", "2"), streamCM("b", "2")}); err != nil {
+				t.Fatal(err)
+			}
+			s.pop(t)
+			if tc.foreign != "" {
+				if err := s.fifo.Add(streamCM(tc.foreign, "q")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.fifo.replaceItems([]*corev1.ConfigMap{streamCM("d", "2")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.fifo.endReplace(); err != nil {
+				t.Fatal(err)
+			}
+			s.drain(t)
+			if !s.fifo.HasSynced() {
+				t.Error("not synced after the Replace ended and the queue drained")
+			}
+			if got := s.state(); !maps.Equal(got, tc.state) {
+				t.Errorf("store %v, want %v", got, tc.state)
+			}
+			if !maps.Equal(s.tombs, tc.tombs) {
+				t.Errorf("tombstones %v, want %v", s.tombs, tc.tombs)
+			}
+		})
+	}
+}

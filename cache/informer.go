@@ -143,7 +143,10 @@ type Informer[T client.Object] struct {
 	// While a list is being taken (replacing), reused holds the cached
 	// objects it brought back unchanged, which were not decoded again
 	// (see cachedItem). Only the reflector's goroutine uses them.
+	// A fresh list began with an empty cache and nothing queued: none of
+	// its items can be cached already.
 	replacing bool
+	fresh     bool
 	reused    map[any]struct{}
 	lookup    func(namespace, name, resourceVersion string) any // cachedItem, made once
 
@@ -479,16 +482,13 @@ func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
 		old, exists := i.store.Get(key)
 		switch d.Type {
 		case Deleted:
-			if err := i.store.Delete(d.Object); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+			i.store.deleteKey(key)
 			i.mutations.forget(key)
 			if exists {
 				i.notify(notification[T]{kind: notifyDelete, obj: d.Object, flag: d.FinalStateUnknown})
 			}
 		default: // Added, Updated, Replaced, Sync
-			if err := i.store.Update(d.Object); err != nil {
+			if err := i.store.writeKey(key, d.Object); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -591,7 +591,7 @@ func (w informerWriter[T]) Replace(objs []T) error {
 // holds, and an empty cache holds none: the decoders then do not read
 // the key and resourceVersion from the wire at all.
 func (i *Informer[T]) cacheLookup() func(namespace, name, resourceVersion string) any {
-	if !i.replacing || i.store.Len() == 0 {
+	if !i.replacing || i.fresh || i.store.Len() == 0 {
 		return nil
 	}
 	return i.lookup
@@ -624,7 +624,7 @@ func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
 // streamWriter): each piece is transformed and queued as it arrives.
 func (w informerWriter[T]) beginReplace() {
 	w.i.replacing, w.i.reused = true, nil
-	w.i.fifo.beginReplace()
+	w.i.fresh = w.i.fifo.beginReplace()
 }
 
 func (w informerWriter[T]) replaceItems(objs []T) error {
@@ -634,11 +634,14 @@ func (w informerWriter[T]) replaceItems(objs []T) error {
 			continue
 		}
 		// A relisted object whose resourceVersion is the cached one's is
-		// the cached object: keep that one, and let the new copy go.
-		if key, err := keyOf(w.i.store.keyFunc, obj); err == nil {
-			if old, ok := w.i.store.Get(key); ok && obj.GetResourceVersion() != "" && old.GetResourceVersion() == obj.GetResourceVersion() {
-				objs[n] = old
-				continue
+		// the cached object: keep that one, and let the new copy go. A
+		// fresh list has nothing cached to compare with.
+		if !w.i.fresh {
+			if key, err := keyOf(w.i.store.keyFunc, obj); err == nil {
+				if old, ok := w.i.store.Get(key); ok && obj.GetResourceVersion() != "" && old.GetResourceVersion() == obj.GetResourceVersion() {
+					objs[n] = old
+					continue
+				}
 			}
 		}
 		t, err := w.i.transformed(obj)
@@ -651,7 +654,7 @@ func (w informerWriter[T]) replaceItems(objs []T) error {
 }
 
 func (w informerWriter[T]) endReplace() error {
-	w.i.replacing, w.i.reused = false, nil
+	w.i.replacing, w.i.fresh, w.i.reused = false, false, nil
 	if err := w.i.fifo.endReplace(); err != nil {
 		return err
 	}

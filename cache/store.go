@@ -149,6 +149,12 @@ func (s *Store[T]) write(obj T) error {
 	if err != nil {
 		return err
 	}
+	return s.writeKey(key, obj)
+}
+
+// writeKey is Add for a caller that has obj's key already, made by the
+// same key function: an informer, from its DeltaFIFO.
+func (s *Store[T]) writeKey(key string, obj T) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -163,13 +169,18 @@ func (s *Store[T]) Delete(obj T) error {
 	if err != nil {
 		return err
 	}
+	s.deleteKey(key)
+	return nil
+}
+
+// deleteKey is Delete by key.
+func (s *Store[T]) deleteKey(key string) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(&s.st, key)
 	s.shrink()
-	return nil
 }
 
 // shrink rebuilds the state once fewer than half of its slots hold
