@@ -411,42 +411,11 @@ func (c *comparer) typedNumber(pl *tplan, ptr unsafe.Pointer) bool {
 		c.i++
 	}
 	s := unsafe.String(unsafe.SliceData(c.b[start:c.i]), c.i-start)
-	switch pl.kind {
-	case tInt:
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || overflowInt(n, pl.size) {
-			return false
-		}
-		switch pl.size {
-		case 1:
-			return int8(n) == *(*int8)(ptr)
-		case 2:
-			return int16(n) == *(*int16)(ptr)
-		case 4:
-			return int32(n) == *(*int32)(ptr)
-		}
-		return n == *(*int64)(ptr)
-	case tUint:
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || overflowUint(n, pl.size) {
-			return false
-		}
-		switch pl.size {
-		case 1:
-			return uint8(n) == *(*uint8)(ptr)
-		case 2:
-			return uint16(n) == *(*uint16)(ptr)
-		case 4:
-			return uint32(n) == *(*uint32)(ptr)
-		}
-		return n == *(*uint64)(ptr)
+	var word [8]byte // the number as setNumber would store it
+	if setNumber(pl, unsafe.Pointer(&word), s, start) != nil {
+		return false
 	}
-	if pl.size == 4 {
-		f, err := strconv.ParseFloat(s, 32)
-		return err == nil && math.Float32bits(float32(f)) == math.Float32bits(*(*float32)(ptr))
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	return err == nil && math.Float64bits(f) == math.Float64bits(*(*float64)(ptr))
+	return string(word[:pl.size]) == unsafe.String((*byte)(ptr), pl.size)
 }
 
 func (c *comparer) typedSlice(pl *tplan, ptr unsafe.Pointer, depth int) bool {

@@ -529,7 +529,7 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		if err := p.scanNumber(); err != nil {
 			return err
 		}
-		return p.setNumber(pl, ptr, p.view(start, p.i), start)
+		return setNumber(pl, ptr, p.view(start, p.i), start)
 	case tIface:
 		v, err := p.value(depth)
 		if err != nil {
@@ -634,7 +634,8 @@ func (p *parser) mismatch(pl *tplan, depth int) error {
 	return &TypeError{Value: what, Type: pl.typ, Offset: start}
 }
 
-func (p *parser) setNumber(pl *tplan, ptr unsafe.Pointer, s string, start int) error {
+// setNumber stores the number s, which starts at offset start, at ptr.
+func setNumber(pl *tplan, ptr unsafe.Pointer, s string, start int) error {
 	switch pl.kind {
 	case tInt:
 		n, err := strconv.ParseInt(s, 10, 64)
