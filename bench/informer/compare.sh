@@ -9,8 +9,9 @@
 #      LOOM_BENCH_MODES ("list watchlist"), LOOM_BENCH_OUT (raw lines file),
 #      LOOM_BENCH_TEMPLATES (50: workloads the Pods are replicas of; 2500
 #        gives 4 replicas each, 10000 one Pod per workload),
-#      LOOM_BENCH_FLAGS (extra run flags, such as -json, or -dynamic for
-#        the Widget corpus),
+#      LOOM_BENCH_FLAGS (extra run flags, such as -json, -dynamic for
+#        the Widget corpus, or -hold-events to measure the recorded watch
+#        events apart from the sync),
 #      LOOM_BENCH_KIND (pods; widgets records the custom resource corpus,
 #        served as JSON only).
 set -euo pipefail

@@ -71,12 +71,18 @@ func TestFirstSyncState(t *testing.T) {
 		want[key(p)] = p.ResourceVersion
 	}
 	for _, impl := range []string{"loom", "client-go"} {
-		var got map[string]string
-		if _, err := run(runOptions{corpus: dir, impl: impl, relist: false, keepInformer: func(pi podInformer) { got = pi.rvs() }}); err != nil {
-			t.Fatal(err)
-		}
-		if !maps.Equal(got, want) {
-			t.Errorf("%s: cache differs from list+events (%d vs %d Pods)", impl, len(got), len(want))
+		for _, hold := range []bool{false, true} {
+			var got map[string]string
+			res, err := run(runOptions{corpus: dir, impl: impl, relist: false, holdEvents: hold, keepInformer: func(pi podInformer) { got = pi.rvs() }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("%s, events held %v: cache differs from list+events (%d vs %d Pods)", impl, hold, len(got), len(want))
+			}
+			if hold && (!res.heldEvents || res.allocEvents == 0) {
+				t.Errorf("%s: the held events were not measured: %s", impl, res)
+			}
 		}
 	}
 }

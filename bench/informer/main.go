@@ -31,6 +31,10 @@
 //     No handler hears of them, so the relist is done when the client
 //     watches again.
 //
+// With -hold-events, the server withholds the recorded events until step
+// 3 is over, and the run measures the allocations and CPU time from their
+// release until the handler has seen them all (alloc-events, cpu-events).
+//
 // Output is one line of key=value pairs.
 package main
 
@@ -65,6 +69,7 @@ func main() {
 		noShare    = flag.Bool("noshare", false, "Loom: InformerOptions.Sharing = ShareOff (the cache as before sharing)")
 		kind       = flag.String("kind", "pods", "with -record: pods, or widgets (a custom resource, JSON only)")
 		dynamic    = flag.Bool("dynamic", false, "Widget corpus: unstructured (dynamic) informers; else typed")
+		holdEvents = flag.Bool("hold-events", false, "the watch gets the recorded events only once the informer has synced, to measure them alone (alloc_events_MB, cpu_events_ms)")
 	)
 	flag.Parse()
 	if *recordDir != "" {
@@ -88,7 +93,7 @@ func main() {
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096 // fine enough to tell small allocations apart
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic, holdEvents: *holdEvents})
 	if err != nil {
 		fatal(err)
 	}
@@ -108,6 +113,7 @@ type runOptions struct {
 	memprofile       string
 	relist           bool
 	relistUnchanged  bool
+	holdEvents       bool
 	share            bool
 	noShare          bool
 	widgets, dynamic bool // the Widget corpus; dynamic: unstructured informers
@@ -160,12 +166,23 @@ type result struct {
 	serverLists   int
 	serverStreams int
 	refused       int
+	heldEvents    bool // -hold-events: the events were measured alone
+	cpuEvents     time.Duration
+	allocEvents   uint64
 }
 
 func (r result) String() string {
 	per := float64(int64(r.steady)-int64(r.base)) / float64(r.pods)
 	return fmt.Sprintf("impl=%s mode=%s strip=%v share=%v pods=%d sync_ms=%.1f heap_per_pod_B=%.0f steady_MB=%.2f base_MB=%.2f peak_sync_extra_MB=%.2f peak_relist_extra_MB=%.2f relist_ms=%.1f cpu_relist_ms=%.0f alloc_relist_MB=%.1f alloc_sync_MB=%.1f gc_sync=%d cpu_sync_ms=%.0f lists=%d streams=%d refused=%d",
-		r.impl, r.mode, r.strip, r.share, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), ms(r.cpuRelist), mb(r.allocRelist), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused)
+		r.impl, r.mode, r.strip, r.share, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), ms(r.cpuRelist), mb(r.allocRelist), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused) + r.events()
+}
+
+// events returns the figures of the events, measured alone, or "".
+func (r result) events() string {
+	if !r.heldEvents {
+		return ""
+	}
+	return fmt.Sprintf(" alloc_events_MB=%.1f cpu_events_ms=%.0f", mb(r.allocEvents), ms(r.cpuEvents))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -266,7 +283,7 @@ func run(o runOptions) (result, error) {
 	if o.relistUnchanged && o.watchList {
 		return result{}, fmt.Errorf("-relist-unchanged measures paginated lists only")
 	}
-	srv := newServer(c, o.watchList, o.relistUnchanged)
+	srv := newServer(c, o.watchList, o.relistUnchanged, o.holdEvents)
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -314,6 +331,16 @@ func run(o runOptions) (result, error) {
 	res.peakSync = smp.sample()
 	_, alloc1, gc1 := readMetrics()
 	res.allocSync, res.gcSync = alloc1-alloc0, gc1-gc0
+
+	if o.holdEvents {
+		cpu := cpuTime()
+		srv.ReleaseEvents()
+		if err := waitFor(ctx, "watch events", func() bool { return cnt.events.Load() >= int64(e) }); err != nil {
+			return res, err
+		}
+		_, alloc, _ := readMetrics()
+		res.heldEvents, res.cpuEvents, res.allocEvents = true, cpuTime()-cpu, alloc-alloc1
+	}
 
 	if err := waitFor(ctx, "all Pods and watch events", func() bool {
 		return cnt.added.Load() >= int64(n) && cnt.events.Load() >= int64(e)

@@ -7,7 +7,8 @@ package main
 //     and then the recorded events when the server is in WatchList mode;
 //     otherwise a 422 Invalid Status, as an API server with WatchList off
 //     answers, so clients fall back to paginated lists.
-//   - A watch from the list's resourceVersion gets the recorded events.
+//   - A watch from the list's resourceVersion gets the recorded events
+//     (with holdEvents, once ReleaseEvents is called).
 //   - Every watch is then held open until the client goes, or until
 //     Relist is called: the held watch then gets an ERROR event with a 410
 //     Expired Status, which makes any client relist. The relist gets the
@@ -35,6 +36,10 @@ type server struct {
 
 	relist chan struct{}
 
+	hold     bool          // the recorded events wait for ReleaseEvents
+	events   chan struct{} // closed by ReleaseEvents
+	released sync.Once
+
 	mu       sync.Mutex
 	lists    int // list requests answered (pages count one each)
 	watches  int // watch requests answered with a stream
@@ -52,8 +57,8 @@ func (s *server) suffix() string {
 	return ""
 }
 
-func newServer(c *corpus, watchList, sameRelist bool) *server {
-	s := &server{c: c, watchList: watchList, sameRelist: sameRelist, relist: make(chan struct{})}
+func newServer(c *corpus, watchList, sameRelist, holdEvents bool) *server {
+	s := &server{c: c, watchList: watchList, sameRelist: sameRelist, relist: make(chan struct{}), hold: holdEvents, events: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -62,6 +67,10 @@ func (s *server) URL() string { return s.srv.URL }
 func (s *server) Close()      { s.srv.CloseClientConnections(); s.srv.Close() }
 
 // Relist makes the one held watch end with a 410 ERROR event.
+// ReleaseEvents lets watches have the recorded events, when they were
+// held (holdEvents).
+func (s *server) ReleaseEvents() { s.released.Do(func() { close(s.events) }) }
+
 func (s *server) Relist() { s.phase.Store(1); s.relist <- struct{}{} }
 
 type serverStats struct{ Lists, Watches, Streamed, Refused int }
@@ -149,6 +158,14 @@ func (s *server) serveWatch(w http.ResponseWriter, r *http.Request, media string
 		_, _ = w.Write(s.c.get(media, "watch-initial"+s.suffix()))
 	}
 	if s.phase.Load() == 0 && (initial || q.Get("resourceVersion") == listRV()) {
+		if s.hold {
+			f.Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-s.events:
+			}
+		}
 		_, _ = w.Write(s.c.get(media, "watch-events"))
 	}
 	f.Flush()
