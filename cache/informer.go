@@ -149,6 +149,7 @@ type Informer[T client.Object] struct {
 	fresh     bool
 	reused    map[any]struct{}
 	lookup    func(namespace, name, resourceVersion string) any // cachedItem, made once
+	previous  func(namespace, name, resourceVersion string) any // previousVersion, made once
 
 	mutations      *mutationDetector[T] // nil when off
 	mutationPeriod time.Duration
@@ -220,7 +221,7 @@ func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) 
 		onMutation:     opts.OnMutation,
 		decode:         decodeOptions(opts.Sharing, opts.Transform != nil, opts.DropManagedFields),
 	}
-	i.lookup = i.cachedItem
+	i.lookup, i.previous = i.cachedItem, i.previousVersion
 	i.decode.Cached = i.cacheLookup
 	if opts.DetectMutations || os.Getenv(MutationDetectorEnv) == "true" {
 		i.mutations = &mutationDetector[T]{copies: map[string]T{}}
@@ -584,17 +585,35 @@ func (w informerWriter[T]) Replace(objs []T) error {
 	return nil
 }
 
-// cacheLookup is the informer's intern.Options.Cached: decoders look a
+// cacheLookup is the informer's intern.Options.Cached. Decoders look a
 // list's items, and a watch's ADDED objects (a streaming list's items), up
 // with cachedItem while a list is being taken into a cache that holds
-// objects. Outside a list a watch event is never an object the cache
-// holds, and an empty cache holds none: the decoders then do not read
-// the key and resourceVersion from the wire at all.
+// objects. Outside a list, an event's object is never one the cache holds
+// at its resourceVersion, but the cache may hold its previous version,
+// which previousVersion gives. An empty cache holds nothing, nor does a
+// fresh list find anything: the decoders then do not read the key and
+// resourceVersion from the wire at all.
 func (i *Informer[T]) cacheLookup() func(namespace, name, resourceVersion string) any {
-	if !i.replacing || i.fresh || i.store.Len() == 0 {
+	switch {
+	case i.store.Len() == 0:
+		return nil
+	case !i.replacing:
+		return i.previous
+	case i.fresh:
 		return nil
 	}
 	return i.lookup
+}
+
+// previousVersion returns the cached object under a watch event's key,
+// unless it has the event's resourceVersion: the decoder takes from it
+// the parts the event did not change.
+func (i *Informer[T]) previousVersion(namespace, name, resourceVersion string) any {
+	old, ok := i.store.Get(objectKey(namespace, name))
+	if !ok || old.GetResourceVersion() == resourceVersion {
+		return nil
+	}
+	return old
 }
 
 // cachedItem returns the cached object under a list item's key. When it
@@ -602,11 +621,7 @@ func (i *Informer[T]) cacheLookup() func(namespace, name, resourceVersion string
 // relist keeps the cached object; otherwise the decoder takes from it the
 // parts the new version did not change.
 func (i *Informer[T]) cachedItem(namespace, name, resourceVersion string) any {
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	old, ok := i.store.Get(key)
+	old, ok := i.store.Get(objectKey(namespace, name))
 	if !ok {
 		return nil
 	}

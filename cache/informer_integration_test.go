@@ -656,6 +656,63 @@ func TestInformersAgainstAServer(t *testing.T) {
 		}
 	})
 
+	t.Run("an update takes unchanged parts from the cached version", func(t *testing.T) {
+		kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "update")
+		for _, ct := range []rest.ContentType{rest.Protobuf, rest.JSON} {
+			// An object of its own per wire, with a data key of its own,
+			// so that no other object has its managed-fields blobs: an
+			// unchanged blob of the update can only come from the cached
+			// version.
+			name := "solo-" + ct.String()
+			kubectlIn(t, env.KubeconfigPath, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: update\ndata:\n  %s: x\n", name, name), "apply", "-f", "-")
+			c := restWith(t, env.KubeconfigPath, ct)
+			clients = append(clients, c)
+			live, err := client.For[corev1.ConfigMap](c, client.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{Namespace: "update", FieldSelector: "metadata.name=" + name}), cache.InformerOptions[*corev1.ConfigMap]{})
+			ctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- inf.Start(ctx) }()
+			stop := func() { cancel(); <-done }
+			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+				stop()
+				t.Fatal(err)
+			}
+			before, _ := inf.Lister().Namespace("update").Get(name)
+			cm := before.DeepCopy()
+			if cm.Annotations == nil {
+				cm.Annotations = map[string]string{}
+			}
+			cm.Annotations["update"] = "1"
+			if _, err := live.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				stop()
+				t.Fatal(err)
+			}
+			var after *corev1.ConfigMap
+			eventually(func() bool {
+				after, _ = inf.Lister().Namespace("update").Get(name)
+				return after.Annotations["update"] == "1"
+			})
+			kept := 0
+			for _, e := range after.ManagedFields {
+				for _, o := range before.ManagedFields {
+					if e.FieldsV1 != nil && o.FieldsV1 != nil && string(e.FieldsV1.Raw) == string(o.FieldsV1.Raw) {
+						if unsafe.SliceData(e.FieldsV1.Raw) != unsafe.SliceData(o.FieldsV1.Raw) {
+							t.Errorf("%s: the unchanged blob of %s is a copy", ct, e.Manager)
+						}
+						kept++
+					}
+				}
+			}
+			if kept == 0 {
+				t.Errorf("%s: no managed-fields blob is unchanged: %v", ct, before.ManagedFields)
+			}
+			stop()
+		}
+	})
+
 	f.Shutdown()
 	untransformed.Shutdown()
 	if _, err := cache.InformerFor[corev1.ConfigMap](f, cache.InformerForOptions{}); !errors.Is(err, cache.ErrFactoryShutdown) {

@@ -35,10 +35,16 @@ func MetaNamespaceKey[T Object](obj T) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("cache: object has no name: %w", ErrEmptyKey)
 	}
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + name, nil
+	return objectKey(obj.GetNamespace(), name), nil
+}
+
+// objectKey is the key MetaNamespaceKey gives an object of that
+// namespace and name.
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
 	}
-	return name, nil
+	return namespace + "/" + name
 }
 
 // SplitKey is the inverse of [MetaNamespaceKey]: it splits "ns/name" into

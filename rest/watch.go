@@ -168,12 +168,21 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
 		var prior any
-		if ev.Type == watch.Added {
+		switch ev.Type {
+		case watch.Added:
 			var o PT
 			var ok bool
 			if o, ok, prior = w.cached(obj); ok {
 				ev.Object = o
 				return ev, nil
+			}
+		case watch.Modified:
+			// Decoded in any case, with what is held as its previous
+			// version.
+			if o, ok, p := w.cached(obj); ok {
+				prior = o
+			} else {
+				prior = p
 			}
 		}
 		o := w.newObj()
@@ -194,7 +203,7 @@ func (w *Watcher[PT]) next() (Event[PT], error) {
 }
 
 // cached returns the object that the decoder options of the watch's
-// context already hold for an ADDED event's object (see
+// context already hold for an event's object at its resourceVersion (see
 // intern.Options.Cached: an informer's, during a streaming list), which
 // then need not be decoded; or else the object's previous version that
 // they hold, to be decoded with (intern.Options.Prior).

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/loom-k8s/loom/internal/intern"
 	corev1 "k8s.io/api/core/v1"
@@ -303,13 +305,16 @@ func ptr[T any](v T) *T { return &v }
 
 // TestWatcherCached checks that an ADDED event whose object the decoder
 // options already hold, at the same resourceVersion, is not decoded: the
-// held object is the event's. Other events are decoded and not asked about.
+// held object is the event's. A MODIFIED event's object is asked about
+// too, but decoded in any case (TestWatcherModifiedPrior checks what it
+// takes from the held object); DELETED events are not asked about.
 func TestWatcherCached(t *testing.T) {
 	held := testPod("a", "1")
 	events := []testEvent{
 		{"ADDED", testPod("a", "1")},    // held: not decoded
 		{"ADDED", testPod("b", "1")},    // not held
 		{"MODIFIED", testPod("a", "1")}, // not an ADDED: decoded
+		{"DELETED", testPod("a", "1")},  // not asked about
 		{"ADDED", testPod("a", "2")},    // held at another version
 	}
 	for _, tc := range []struct {
@@ -345,8 +350,57 @@ func TestWatcherCached(t *testing.T) {
 					t.Errorf("event %d object differs:\n got %+v\nwant %+v", i, ev.Object, want.obj)
 				}
 			}
-			if want := []string{"default/a@1", "default/b@1", "default/a@2"}; !slices.Equal(asked, want) {
+			if want := []string{"default/a@1", "default/b@1", "default/a@1", "default/a@2"}; !slices.Equal(asked, want) {
 				t.Errorf("asked about %q, want %q", asked, want)
+			}
+		})
+	}
+}
+
+// TestWatcherModifiedPrior checks that a MODIFIED event's object is
+// decoded with the object the decoder options hold under its key as its
+// previous version: with sharing on, the parts the event did not change
+// are the held object's.
+func TestWatcherModifiedPrior(t *testing.T) {
+	decode := func(o intern.Options, ev testEvent) *corev1.Pod {
+		t.Helper()
+		w, err := NewWatcher[corev1.Pod](io.NopCloser(bytes.NewReader(jsonStream(t, ev))), "application/json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.ctx = intern.WithOptions(t.Context(), o)
+		got, err := w.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Object
+	}
+	held := decode(intern.Options{Share: intern.New(), Structs: true}, testEvent{"ADDED", testPod("a", "1")})
+	next := testPod("a", "2")
+	next.Status.PodIP = "10.0.0.8"
+	for _, tc := range []struct {
+		name   string
+		cached bool
+	}{
+		{"held", true},
+		{"not held", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := intern.Options{Share: intern.New(), Structs: true}
+			if tc.cached {
+				o.Cached = always(func(namespace, name, resourceVersion string) any { return held })
+			}
+			got := decode(o, testEvent{"MODIFIED", next})
+			if !equality.Semantic.DeepEqual(got, next) {
+				t.Fatalf("decoded:\n got %+v\nwant %+v", got, next)
+			}
+			for part, same := range map[string]bool{
+				"containers": unsafe.SliceData(got.Spec.Containers) == unsafe.SliceData(held.Spec.Containers),
+				"labels":     reflect.ValueOf(got.Labels).UnsafePointer() == reflect.ValueOf(held.Labels).UnsafePointer(),
+			} {
+				if same != tc.cached {
+					t.Errorf("%s are the held object's: %v, want %v", part, same, tc.cached)
+				}
 			}
 		})
 	}

@@ -45,26 +45,30 @@ type Options struct {
 	// [Sizer]). Nil: blocks start at a fixed size and grow.
 	Sizer *Sizer
 	// Cached, when set, is called before each item of a list, and each
-	// ADDED event's object (a streaming list's items), is decoded. It
-	// returns nil when no object can be known (an informer's: outside a
-	// list, or with an empty cache), and the object is decoded without
-	// more ado. Otherwise it returns a lookup, which the decoder calls
-	// with the object's namespace, name and resourceVersion, read from
-	// the wire (views of the response: valid only during the call), and
-	// which returns the object it holds under that key, or nil. When that
-	// object has the resourceVersion asked for, it stands for the item,
-	// which is not decoded. Otherwise it is the item's previous version:
+	// ADDED or MODIFIED event's object (a streaming list's items are
+	// ADDED events), is decoded. It returns nil when no object can be
+	// known (an informer's: with an empty cache, or during a first list),
+	// and the object is decoded without more ado. Otherwise it returns a
+	// lookup, which the decoder calls with the object's namespace, name
+	// and resourceVersion, read from the wire (views of the response:
+	// valid only during the call), and which returns the object it holds under that key, or nil. When that
+	// object has the resourceVersion asked for, it stands for a list item
+	// or an ADDED event's object, which is not decoded. Otherwise, and
+	// for a MODIFIED event's object, it is the object's previous version:
 	// the decoder is given it as Prior. An informer answers with the
-	// object it caches under the key. Nil: every item is decoded.
+	// object it caches under the key, during a list; outside a list,
+	// only with an object at another resourceVersion. Nil: every item is
+	// decoded.
 	Cached func() func(namespace, name, resourceVersion string) any
 	// Prior, when set, is the object's previous version, held by a cache
 	// (see Cached), so immutable. With Share, the decoder gives the new
 	// object the parts of Prior whose encoding it finds unchanged, instead
 	// of decoding them again: managed-fields blobs, and with Structs, on
 	// JSON, the parts of typed objects that Structs shares and the nested
-	// objects and arrays of unstructured ones. A relist that
-	// brings every object back changed in one field then makes little
-	// garbage. Nil: nothing is taken from a previous version.
+	// objects and arrays of unstructured ones. A relist that brings every
+	// object back changed in one field, or an update of one field, then
+	// makes little garbage. Nil: nothing is taken from a previous
+	// version.
 	Prior any
 }
 
