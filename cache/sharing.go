@@ -16,13 +16,14 @@ import (
 // parts found in one object only cost the table nothing. A part that one
 // object repeats, such as a template's labels that are the object's own,
 // is one value within that object. When a list or a streaming list (a
-// relist) brings back an object that the cache holds at another
-// resourceVersion, the new version takes from the cached one the parts
-// whose encoding did not change, so that a relist in which every object
-// changed in one field costs little more than the changed parts:
-// managed-fields blobs with ShareAll or ShareBlobs, and, with ShareAll on
-// JSON (typed or unstructured), every part that ShareAll shares. On
-// protobuf only the blobs are taken so.
+// relist), or a watch event that updates an object, brings back an
+// object that the cache holds at another resourceVersion, the new version
+// takes from the cached one the parts whose encoding did not change, so
+// that an update of one field, or a relist in which every object changed
+// in one field, costs little more than the changed parts: managed-fields
+// blobs with ShareAll or ShareBlobs, and, with ShareAll on JSON (typed or
+// unstructured), every part that ShareAll shares. On protobuf only the
+// blobs are taken so.
 //
 // Sharing applies to the objects that Loom's own decoders read through
 // Loom's rest client: typed objects from the protobuf wire or from JSON,
