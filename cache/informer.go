@@ -590,9 +590,9 @@ func (w informerWriter[T]) Replace(objs []T) error {
 // with cachedItem while a list is being taken into a cache that holds
 // objects. Outside a list, an event's object is never one the cache holds
 // at its resourceVersion, but the cache may hold its previous version,
-// which previousVersion gives when sharing is on. An empty cache holds nothing, nor does a
-// fresh list find anything: the decoders then do not read the key and
-// resourceVersion from the wire at all.
+// which previousVersion gives when sharing is on. An empty cache holds
+// nothing, nor does a fresh list find anything: the decoders then do not
+// read the key and resourceVersion from the wire at all.
 func (i *Informer[T]) cacheLookup() func(namespace, name, resourceVersion string) any {
 	switch {
 	case i.store.Len() == 0:

@@ -29,7 +29,8 @@
 //     With -relist-unchanged, the relist gets the first snapshot again:
 //     the Pods that no watch event changed come back as they are cached.
 //     No handler hears of them, so the relist is done when the client
-//     watches again.
+//     watches again. runtime.GC() twice; heap/pod-relisted is heap/pod
+//     computed again then.
 //
 // With -hold-events, the server withholds the recorded events until step
 // 3 is over, and the run measures the allocations and CPU time from their
@@ -166,7 +167,8 @@ type result struct {
 	serverLists   int
 	serverStreams int
 	refused       int
-	heldEvents    bool // -hold-events: the events were measured alone
+	relisted      uint64 // HeapAlloc after the relist and two GCs, or 0
+	heldEvents    bool   // -hold-events: the events were measured alone
 	cpuEvents     time.Duration
 	allocEvents   uint64
 }
@@ -174,15 +176,20 @@ type result struct {
 func (r result) String() string {
 	per := float64(int64(r.steady)-int64(r.base)) / float64(r.pods)
 	return fmt.Sprintf("impl=%s mode=%s strip=%v share=%v pods=%d sync_ms=%.1f heap_per_pod_B=%.0f steady_MB=%.2f base_MB=%.2f peak_sync_extra_MB=%.2f peak_relist_extra_MB=%.2f relist_ms=%.1f cpu_relist_ms=%.0f alloc_relist_MB=%.1f alloc_sync_MB=%.1f gc_sync=%d cpu_sync_ms=%.0f lists=%d streams=%d refused=%d",
-		r.impl, r.mode, r.strip, r.share, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), ms(r.cpuRelist), mb(r.allocRelist), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused) + r.events()
+		r.impl, r.mode, r.strip, r.share, r.pods, ms(r.syncTime), per, mb(r.steady), mb(r.base), mb(r.peakSync-min(r.peakSync, r.steady)), mb(r.peakRelist-min(r.peakRelist, r.steady)), ms(r.relistTime), ms(r.cpuRelist), mb(r.allocRelist), mb(r.allocSync), r.gcSync, ms(r.cpuSync), r.serverLists, r.serverStreams, r.refused) + r.optional()
 }
 
-// events returns the figures of the events, measured alone, or "".
-func (r result) events() string {
-	if !r.heldEvents {
-		return ""
+// optional returns the heap per Pod after the relist, and the figures of
+// the events measured alone, for the runs that measured them.
+func (r result) optional() string {
+	s := ""
+	if r.relisted > 0 {
+		s += fmt.Sprintf(" heap_per_pod_relisted_B=%.0f", float64(int64(r.relisted)-int64(r.base))/float64(r.pods))
 	}
-	return fmt.Sprintf(" alloc_events_MB=%.1f cpu_events_ms=%.0f", mb(r.allocEvents), ms(r.cpuEvents))
+	if r.heldEvents {
+		s += fmt.Sprintf(" alloc_events_MB=%.1f cpu_events_ms=%.0f", mb(r.allocEvents), ms(r.cpuEvents))
+	}
+	return s
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -376,6 +383,7 @@ func run(o runOptions) (result, error) {
 		res.peakRelist = smp.sample()
 		_, alloc3, _ := readMetrics()
 		res.allocRelist = alloc3 - alloc2
+		res.relisted = heapAfterGC()
 	}
 	st := srv.stats()
 	res.serverLists, res.serverStreams, res.refused = st.Lists, st.Streamed, st.Refused
