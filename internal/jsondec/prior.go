@@ -585,3 +585,29 @@ func sameIntOrString(b []byte, v intstr.IntOrString) bool {
 	n, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(b), len(b)), 10, 32)
 	return err == nil && v.Type == intstr.Int && v.IntVal == int32(n) && v.StrVal == ""
 }
+
+// sameString reports whether the value at p.i is a string written exactly
+// as old, without escapes, and if so moves past it: the value is then old,
+// and the previous version's string serves instead of a new copy. An old
+// string that would need escapes, or is empty, is never the same.
+func (p *parser) sameString(old string) bool {
+	p.skipSpace()
+	end := p.i + 1 + len(old)
+	if old == "" || end >= len(p.data) || p.data[p.i] != '"' || p.data[end] != '"' || string(p.data[p.i+1:end]) != old {
+		return false
+	}
+	ascii := true
+	for i := 0; i < len(old); i++ {
+		switch c := old[i]; {
+		case c == '"' || c == '\\' || c < 0x20:
+			return false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.ValidString(old) {
+		return false
+	}
+	p.i = end + 1
+	return true
+}

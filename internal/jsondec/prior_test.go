@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -334,5 +335,68 @@ func TestSameQuantityAndIntOrString(t *testing.T) {
 		if got := sameIntOrString([]byte(tc.text), tc.v); got != tc.want {
 			t.Errorf("sameIntOrString(%s, %v) = %v, want %v", tc.text, tc.v, got, tc.want)
 		}
+	}
+}
+
+func TestSameString(t *testing.T) {
+	for _, tc := range []struct {
+		text, old string
+		want      bool
+	}{
+		{`"abc"`, "abc", true},
+		{` "abc",`, "abc", true},
+		{`"é"`, "é", true},
+		{`"abc"`, "abcd", false},
+		{`"abcd"`, "abc", false},
+		{`"ab\u0063"`, "abc", false}, // the same value, written with an escape: decoded
+		{`"a\"b"`, `a"b`, false},
+		{`"a\\"`, `a\`, false},
+		{`""`, "", false},
+		{`"abc`, "abc", false},
+		{`abc`, "abc", false},
+		{"\"\xff\"", "\xff", false}, // not valid UTF-8: decoded, which replaces it
+	} {
+		p := parser{data: []byte(tc.text)}
+		if got := p.sameString(tc.old); got != tc.want {
+			t.Errorf("sameString(%q) at %q = %v, want %v", tc.old, tc.text, got, tc.want)
+		} else if got && p.data[p.i-1] != '"' {
+			t.Errorf("sameString(%q) at %q left p.i at %d", tc.old, tc.text, p.i)
+		}
+	}
+}
+
+// TestPriorStrings checks that strings the new version writes as its
+// previous version holds them are the previous version's, not copies, so
+// that the new version does not hold a second copy of them beside the
+// string block of the previous version that its shared parts keep.
+func TestPriorStrings(t *testing.T) {
+	old := managedPod("p")
+	o := intern.Options{Share: intern.New(), Structs: true}
+	prior := decodeWith(t, o, old)
+	next := old.DeepCopy()
+	next.ResourceVersion = "2"
+	next.Status.PodIP = "10.9.9.9"
+	o.Prior = prior
+	got := decodeWith(t, o, next)
+	data, _ := json.Marshal(next)
+	var want corev1.Pod
+	if err := Decode(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, &want) {
+		t.Fatalf("decoded with its previous version:\n got %+v\nwant %+v", got, &want)
+	}
+	sameStr := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	for name, s := range map[string]bool{
+		"name":      sameStr(got.Name, prior.Name),
+		"uid":       sameStr(string(got.UID), string(prior.UID)),
+		"node name": sameStr(got.Spec.NodeName, prior.Spec.NodeName),
+	} {
+		if !s {
+			t.Errorf("the %s is a copy", name)
+		}
+	}
+	if sameStr(got.ResourceVersion, prior.ResourceVersion) || sameStr(got.Status.PodIP, prior.Status.PodIP) {
+		t.Error("a changed string is the previous version's")
 	}
 }

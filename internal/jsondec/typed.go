@@ -501,6 +501,12 @@ func (p *parser) into(pl *tplan, ptr unsafe.Pointer, depth int) error {
 		if c != '"' {
 			return p.mismatch(pl, depth)
 		}
+		if prior != nil {
+			if old := *(*string)(prior); p.sameString(old) {
+				*(*string)(ptr) = old
+				return nil
+			}
+		}
 		s, err := p.str()
 		if err != nil {
 			return err
@@ -824,6 +830,13 @@ func (p *parser) objectKey(keep bool, field intern.Field) (string, error) {
 // of plan pl at ptr, as into does, taking a JSON string from
 // p.opts.Strings when field's strings are still looked up.
 func (p *parser) stringInto(pl *tplan, ptr unsafe.Pointer, field intern.Field, depth int) error {
+	if prior := p.priorPtr; prior != nil {
+		p.priorPtr = nil
+		if old := *(*string)(prior); p.sameString(old) {
+			*(*string)(ptr) = old
+			return nil
+		}
+	}
 	if p.opts.Strings == nil {
 		return p.into(pl, ptr, depth)
 	}
