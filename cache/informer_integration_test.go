@@ -375,14 +375,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 				Sharing: tc.sharing, DetectMutations: true, MutationCheckPeriod: time.Hour,
 				OnMutation: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() },
 			})
-			ctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- inf.Start(ctx) }()
-			stop := func() { cancel(); <-done }
-			defer stop()
-			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
-				t.Fatal(err)
-			}
+			defer startSynced(ctx, t, inf)()
 			get := func(name string) *corev1.ConfigMap {
 				cm, ok := inf.Lister().Namespace("sharing").Get(name)
 				if !ok {
@@ -499,13 +492,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 				Sharing: tc.sharing, DetectMutations: true, MutationCheckPeriod: time.Hour, DropManagedFields: true,
 				OnMutation: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() },
 			})
-			ctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- inf.Start(ctx) }()
-			defer func() { cancel(); <-done }()
-			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
-				t.Fatal(err)
-			}
+			defer startSynced(ctx, t, inf)()
 			get := func(name string) map[string]any {
 				u, ok := inf.Lister().Namespace("sharing").Get(name)
 				if !ok {
@@ -587,14 +574,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 					return cm, nil
 				},
 			})
-			ctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- inf.Start(ctx) }()
-			stop := func() { cancel(); <-done }
-			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
-				stop()
-				t.Fatal(err)
-			}
+			stop := startSynced(ctx, t, inf)
 			before := map[string]*corev1.ConfigMap{}
 			for _, n := range names {
 				before[n], _ = inf.Lister().Namespace("relist").Get(n)
@@ -672,14 +652,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{Namespace: "update", FieldSelector: "metadata.name=" + name}), cache.InformerOptions[*corev1.ConfigMap]{})
-			ctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- inf.Start(ctx) }()
-			stop := func() { cancel(); <-done }
-			if err := cache.WaitForCacheSync(ctx, inf); err != nil {
-				stop()
-				t.Fatal(err)
-			}
+			stop := startSynced(ctx, t, inf)
 			before, _ := inf.Lister().Namespace("update").Get(name)
 			cm := before.DeepCopy()
 			if cm.Annotations == nil {
@@ -853,4 +826,20 @@ func (l *relistOnce[T]) list(n int) []T {
 		return nil
 	}
 	return l.lists[n]
+}
+
+// startSynced starts inf and waits until it has synced, failing t (with
+// inf stopped) if it does not. stop stops inf and waits for its Start to
+// return.
+func startSynced[T client.Object](ctx context.Context, t *testing.T, inf *cache.Informer[T]) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- inf.Start(ctx) }()
+	stop = func() { cancel(); <-done }
+	if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return stop
 }

@@ -144,17 +144,7 @@ func TestPriorBlobs(t *testing.T) {
 			next := old.DeepCopy()
 			next.ResourceVersion = "2"
 			next.ManagedFields[1].FieldsV1.Raw = []byte(`{"f:metadata":{"f:labels":{"f:tier":{}}}}`)
-			o := tc.opts
-			o.Prior = prior
-			got := decodeWith(t, o, next)
-			data, _ := json.Marshal(next)
-			var want corev1.Pod
-			if err := Decode(data, &want); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, &want) {
-				t.Fatalf("decoded with its previous version:\n got %+v\nwant %+v", got, &want)
-			}
+			got := decodeWithPrior(t, tc.opts, prior, next)
 			if s := got.ManagedFields[0].FieldsV1 == prior.ManagedFields[0].FieldsV1; s != tc.reuse {
 				t.Errorf("the unchanged blob is the previous version's: %v, want %v", s, tc.reuse)
 			}
@@ -185,17 +175,7 @@ func TestPriorTyped(t *testing.T) {
 			next := old.DeepCopy()
 			next.ResourceVersion = "2"
 			next.Spec.Containers[1].Image = "registry.example/web:1.28.0"
-			o := tc.opts
-			o.Prior = prior
-			got := decodeWith(t, o, next)
-			data, _ := json.Marshal(next)
-			var want corev1.Pod
-			if err := Decode(data, &want); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, &want) {
-				t.Fatalf("decoded with its previous version:\n got %+v\nwant %+v", got, &want)
-			}
+			got := decodeWithPrior(t, tc.opts, prior, next)
 			for name, s := range map[string]bool{
 				"labels":                   sameMap(got.Labels, prior.Labels),
 				"annotations":              sameMap(got.Annotations, prior.Annotations),
@@ -376,16 +356,7 @@ func TestPriorStrings(t *testing.T) {
 	next := old.DeepCopy()
 	next.ResourceVersion = "2"
 	next.Status.PodIP = "10.9.9.9"
-	o.Prior = prior
-	got := decodeWith(t, o, next)
-	data, _ := json.Marshal(next)
-	var want corev1.Pod
-	if err := Decode(data, &want); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, &want) {
-		t.Fatalf("decoded with its previous version:\n got %+v\nwant %+v", got, &want)
-	}
+	got := decodeWithPrior(t, o, prior, next)
 	sameStr := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 	for name, s := range map[string]bool{
 		"name":      sameStr(got.Name, prior.Name),
@@ -399,4 +370,21 @@ func TestPriorStrings(t *testing.T) {
 	if sameStr(got.ResourceVersion, prior.ResourceVersion) || sameStr(got.Status.PodIP, prior.Status.PodIP) {
 		t.Error("a changed string is the previous version's")
 	}
+}
+
+// decodeWithPrior decodes next with prior as its previous version, and
+// fails the test unless the result equals a plain decode of next.
+func decodeWithPrior(t *testing.T, o intern.Options, prior, next *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	o.Prior = prior
+	got := decodeWith(t, o, next)
+	data, _ := json.Marshal(next)
+	var want corev1.Pod
+	if err := Decode(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, &want) {
+		t.Fatalf("decoded with its previous version:\n got %+v\nwant %+v", got, &want)
+	}
+	return got
 }
