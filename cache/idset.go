@@ -152,3 +152,80 @@ func (s *idSet) all() iter.Seq[uint32] {
 		}
 	}
 }
+
+// idRef is the members of one index value: most values are held by one
+// object (a label whose values are names, say), so a value's single member
+// is kept inline, in the index's map, and only a second member makes an
+// idSet. A lone member then costs its map slot and nothing else; an idSet
+// of one would cost about 70 bytes more. The zero value is empty.
+type idRef struct {
+	set *idSet // two members or more (or, briefly, fewer)
+	one uint32 // the only member plus one, when set is nil; 0: none
+}
+
+func (r idRef) len() int {
+	switch {
+	case r.set != nil:
+		return r.set.len()
+	case r.one != 0:
+		return 1
+	}
+	return 0
+}
+
+func (r idRef) contains(id uint32) bool {
+	if r.set != nil {
+		return r.set.contains(id)
+	}
+	return r.one == id+1
+}
+
+// all yields every member once, in increasing order.
+func (r idRef) all() iter.Seq[uint32] {
+	if r.set != nil {
+		return r.set.all()
+	}
+	return func(yield func(uint32) bool) {
+		if r.one != 0 {
+			yield(r.one - 1)
+		}
+	}
+}
+
+// addTo files id, which must not be there yet, under v in idx. universe
+// is as for idSet.add.
+func addTo(idx map[string]idRef, v string, id uint32, universe int) {
+	r := idx[v]
+	switch {
+	case r.set != nil:
+		r.set.add(id, universe)
+	case r.one != 0:
+		set := &idSet{}
+		set.add(r.one-1, universe)
+		set.add(id, universe)
+		idx[v] = idRef{set: set}
+	default:
+		idx[v] = idRef{one: id + 1}
+	}
+}
+
+// removeFrom removes id from v's members in idx, if there, and v once it
+// has none. A set left with one member goes back inline.
+func removeFrom(idx map[string]idRef, v string, id uint32) {
+	r, ok := idx[v]
+	switch {
+	case !ok:
+	case r.set != nil:
+		r.set.remove(id)
+		switch r.set.len() {
+		case 0:
+			delete(idx, v)
+		case 1:
+			for last := range r.set.all() {
+				idx[v] = idRef{one: last + 1}
+			}
+		}
+	case r.one == id+1:
+		delete(idx, v)
+	}
+}

@@ -98,3 +98,46 @@ func TestIDSetForms(t *testing.T) {
 		}
 	}
 }
+
+// TestIDRefModel files random ids under a few values of one index and
+// compares each value's members with a map after every step. A value with
+// one member must hold it inline, without an idSet.
+func TestIDRefModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	idx := map[string]idRef{}
+	model := map[string]map[uint32]bool{"a": {}, "b": {}, "c": {}}
+	for step := range 5000 {
+		v := string(rune('a' + r.IntN(3)))
+		id := uint32(r.IntN(40))
+		if r.IntN(2) == 0 {
+			if !model[v][id] {
+				addTo(idx, v, id, 40)
+				model[v][id] = true
+			}
+		} else {
+			removeFrom(idx, v, id)
+			delete(model[v], id)
+		}
+		for v, want := range model {
+			ref, ok := idx[v]
+			if ok != (len(want) > 0) {
+				t.Fatalf("step %d: value %q present = %v with %d members", step, v, ok, len(want))
+			}
+			if ref.len() != len(want) {
+				t.Fatalf("step %d: value %q: len = %d, want %d", step, v, ref.len(), len(want))
+			}
+			if len(want) == 1 && ref.set != nil {
+				t.Fatalf("step %d: value %q has one member in an idSet", step, v)
+			}
+			got := slices.Collect(ref.all())
+			if len(got) != len(want) || !slices.IsSorted(got) {
+				t.Fatalf("step %d: value %q: members %v, want %v", step, v, got, want)
+			}
+			for id := range uint32(41) {
+				if ref.contains(id) != want[id] {
+					t.Fatalf("step %d: value %q: contains(%d) = %v", step, v, id, !want[id])
+				}
+			}
+		}
+	}
+}

@@ -16,11 +16,14 @@ import (
 // The label domain of the random tests: few keys and values, so that
 // selectors match often and index sets grow past the small-set size.
 var (
-	labelKeys   = []string{"app", "tier", "ver", "zone"}
+	labelKeys   = []string{"app", "tier", "ver", "zone", "id"}
 	labelValues = []string{"", "a", "b", "c", "1", "2", "10"}
 	// zone has more values than Select probes per candidate, so that
 	// "exists" and "!" on it fall back to reading labels.
 	zoneValues = []string{"z0", "z1", "z2", "z3", "z4", "z5", "z6", "z7", "z8", "z9", "z10", "z11"}
+	// id has about as many values as a small store has objects, so that
+	// most of its values are held by one object, some by two or three,
+	// and the index keeps passing between a lone member and a set.
 	namespaces = []string{"", "ns1", "ns2", "ns3"}
 	operators  = []selection.Operator{
 		selection.Equals, selection.DoubleEquals, selection.In, selection.NotIn, selection.NotEquals,
@@ -42,6 +45,9 @@ func randObj(r *rand.Rand, version, names int) *obj {
 }
 
 func randValue(r *rand.Rand, key string) string {
+	if key == "id" && r.IntN(5) != 0 {
+		return "i" + strconv.Itoa(r.IntN(50))
+	}
 	if key == "zone" && r.IntN(4) != 0 {
 		return zoneValues[r.IntN(len(zoneValues))]
 	}

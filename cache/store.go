@@ -89,9 +89,9 @@ type state[T any] struct {
 	ids     map[string]uint32
 	slots   []slot[T]
 	free    []uint32
-	ns      map[string]*idSet            // namespace part of the key → ids
-	indices map[string]map[string]*idSet // index name → value → ids
-	labels  map[string]map[string]*idSet // label key → value → ids; nil without labels
+	ns      map[string]idRef            // namespace part of the key → ids
+	indices map[string]map[string]idRef // index name → value → ids
+	labels  map[string]map[string]idRef // label key → value → ids; nil without labels
 	hint    int                          // the size Replace is building st for
 }
 
@@ -125,14 +125,14 @@ func (s *Store[T]) newState(n int) state[T] {
 		ids:     make(map[string]uint32, n),
 		slots:   make([]slot[T], 0, n),
 		hint:    n,
-		ns:      map[string]*idSet{},
-		indices: make(map[string]map[string]*idSet, len(s.names)),
+		ns:      map[string]idRef{},
+		indices: make(map[string]map[string]idRef, len(s.names)),
 	}
 	for _, name := range s.names {
-		st.indices[name] = map[string]*idSet{}
+		st.indices[name] = map[string]idRef{}
 	}
 	if s.labelsOf != nil {
-		st.labels = map[string]map[string]*idSet{}
+		st.labels = map[string]map[string]idRef{}
 	}
 	return st
 }
@@ -244,9 +244,9 @@ func (s *Store[T]) AddIndexers(indexers Indexers[T]) error {
 			return fmt.Errorf("cache: AddIndexers %q: %w", name, ErrIndexExists)
 		}
 	}
-	built := make(map[string]map[string]*idSet, len(indexers))
+	built := make(map[string]map[string]idRef, len(indexers))
 	for name, fn := range indexers {
-		idx := map[string]*idSet{}
+		idx := map[string]idRef{}
 		for id, sl := range s.st.slots {
 			if sl.key == "" {
 				continue
@@ -373,7 +373,7 @@ func (s *Store[T]) remove(st *state[T], key string) {
 func (st *state[T]) addLabel(k, v string, id uint32, universe int) {
 	vals := st.labels[k]
 	if vals == nil {
-		vals = map[string]*idSet{}
+		vals = map[string]idRef{}
 		st.labels[k] = vals
 	}
 	addTo(vals, v, id, universe)
@@ -387,26 +387,6 @@ func (st *state[T]) removeLabel(k, v string, id uint32) {
 	removeFrom(vals, v, id)
 	if len(vals) == 0 {
 		delete(st.labels, k)
-	}
-}
-
-func addTo(idx map[string]*idSet, v string, id uint32, universe int) {
-	set := idx[v]
-	if set == nil {
-		set = &idSet{}
-		idx[v] = set
-	}
-	set.add(id, universe)
-}
-
-func removeFrom(idx map[string]*idSet, v string, id uint32) {
-	set := idx[v]
-	if set == nil {
-		return
-	}
-	set.remove(id)
-	if set.len() == 0 {
-		delete(idx, v)
 	}
 }
 
@@ -472,7 +452,7 @@ func (s *Store[T]) Len() int {
 }
 
 // lookup returns the value map of index name. The caller holds mu.
-func (s *Store[T]) lookup(name string) (map[string]*idSet, error) {
+func (s *Store[T]) lookup(name string) (map[string]idRef, error) {
 	if idx, ok := s.st.indices[name]; ok {
 		return idx, nil
 	}
@@ -529,7 +509,7 @@ func (s *Store[T]) indexerFunc(name string) (IndexFunc[T], bool) {
 }
 
 // objects returns the objects of set. The caller holds mu.
-func (s *Store[T]) objects(set *idSet) []T {
+func (s *Store[T]) objects(set idRef) []T {
 	out := make([]T, 0, set.len())
 	for id := range set.all() {
 		out = append(out, s.st.slots[id].obj)
@@ -611,14 +591,14 @@ func (s *Store[T]) Select(namespace string, selector labels.Selector) ([]T, erro
 
 	// The candidates: the union of src, whose sets are disjoint (an
 	// object has one value per label key), or every object if src is nil.
-	var src []*idSet
+	var src []idRef
 	size := len(s.st.ids)
-	var nsSet *idSet // checked per candidate unless it is src
-	if namespace != "" {
-		if nsSet = s.st.ns[namespace]; nsSet == nil {
+	nsSet, inNS := idRef{}, namespace != "" // inNS: nsSet is checked per candidate unless it is src
+	if inNS {
+		if nsSet = s.st.ns[namespace]; nsSet.len() == 0 {
 			return nil, nil
 		}
-		src, size = []*idSet{nsSet}, nsSet.len()
+		src, size = []idRef{nsSet}, nsSet.len()
 	}
 	plans := make([]reqPlan, len(reqs))
 	chosen := -1 // the plan src comes from, or -1
@@ -636,12 +616,12 @@ func (s *Store[T]) Select(namespace string, selector labels.Selector) ([]T, erro
 		}
 	}
 	if chosen < 0 {
-		nsSet = nil // src is the namespace set, or everything without one
+		inNS = false // src is the namespace set, or everything without one
 	}
 
 	out := make([]T, 0, size)
 	check := func(id uint32) {
-		if nsSet != nil && !nsSet.contains(id) {
+		if inNS && !nsSet.contains(id) {
 			return
 		}
 		var lbls labels.Set
@@ -699,7 +679,7 @@ const maxProbeSets = 8
 // it is in one of sets (in none, if negate), or, when req is set, if
 // req.Matches its labels.
 type reqPlan struct {
-	sets   []*idSet
+	sets   []idRef
 	negate bool
 	req    *labels.Requirement
 	source bool // sets can serve as Select's candidates
@@ -712,7 +692,7 @@ func (s *Store[T]) plan(p *reqPlan, r *labels.Requirement) {
 	switch op := r.Operator(); op {
 	case selection.Equals, selection.DoubleEquals, selection.In, selection.NotEquals, selection.NotIn:
 		for _, v := range uniq(r.ValuesUnsorted()) {
-			if set := vals[v]; set != nil {
+			if set := vals[v]; set.len() > 0 {
 				p.sets = append(p.sets, set)
 				p.size += set.len()
 			}

@@ -259,9 +259,18 @@ func (c *Client[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T]
 	} else if !c.metadata {
 		// The items of a list come without apiVersion and kind; give them
 		// the ones objects that come alone (a Get, a watch event) have.
+		// Items that embed a TypeMeta share one apiVersion string, which
+		// SetGroupVersionKind would make anew for each.
+		apiVersion, kind := res.Kind.ToAPIVersionAndKind()
 		for _, item := range l.Items {
-			if item.GetObjectKind().GroupVersionKind().Kind == "" {
-				item.GetObjectKind().SetGroupVersionKind(res.Kind)
+			ok := item.GetObjectKind()
+			if ok.GroupVersionKind().Kind != "" {
+				continue
+			}
+			if tm, isTM := ok.(*metav1.TypeMeta); isTM {
+				tm.APIVersion, tm.Kind = apiVersion, kind
+			} else {
+				ok.SetGroupVersionKind(res.Kind)
 			}
 		}
 	}

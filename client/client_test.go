@@ -125,6 +125,12 @@ func TestCRUDTyped(t *testing.T) {
 			if err != nil || *d.Spec.Replicas != 2 {
 				t.Fatalf("deployment: %v %v", d, err)
 			}
+			// A list's items come without apiVersion and kind; List gives
+			// them those of the resource, a group's too.
+			dl, err := deploys.Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(dl.Items) != 1 || dl.Items[0].APIVersion != "apps/v1" || dl.Items[0].Kind != "Deployment" {
+				t.Fatalf("listed deployments: %v %v", dl, err)
+			}
 			nodes, _ := client.For[corev1.Node](rc, client.Options{})
 			if _, err := nodes.Namespace("x").List(ctx, metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), "cluster-scoped") {
 				t.Fatalf("namespace on a cluster-scoped resource: %v", err)
