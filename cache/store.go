@@ -92,7 +92,7 @@ type state[T any] struct {
 	ns      map[string]idRef            // namespace part of the key → ids
 	indices map[string]map[string]idRef // index name → value → ids
 	labels  map[string]map[string]idRef // label key → value → ids; nil without labels
-	hint    int                          // the size Replace is building st for
+	hint    int                         // the size Replace is building st for
 }
 
 // universe is the number of slots index sets are sized against: the
