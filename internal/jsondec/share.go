@@ -29,9 +29,10 @@ const (
 )
 
 var (
-	fieldsV1Type   = reflect.TypeFor[metav1.FieldsV1]()
-	quantityType   = reflect.TypeFor[resource.Quantity]()
-	objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+	fieldsV1Type    = reflect.TypeFor[metav1.FieldsV1]()
+	fieldsV1PtrType = reflect.TypeFor[*metav1.FieldsV1]()
+	quantityType    = reflect.TypeFor[resource.Quantity]()
+	objectMetaType  = reflect.TypeFor[metav1.ObjectMeta]()
 )
 
 // shareOf returns how values of a field of plan pl are shared.
@@ -147,17 +148,23 @@ func (p *parser) shared(f *tfield, fp unsafe.Pointer, depth int) error {
 	}
 	switch f.share {
 	case shareBlob:
+		if pl.kind == tPtr {
+			// The table holds the FieldsV1 itself, so that the objects
+			// share its 24 bytes as well as the blob.
+			if v == nil {
+				c := make([]byte, len(raw))
+				copy(c, raw)
+				v = p.opts.Share.Put(k, unsafe.Pointer(&metav1.FieldsV1{Raw: c}), fieldsV1PtrType, 0)
+			}
+			*(**metav1.FieldsV1)(fp) = (*metav1.FieldsV1)(v)
+			return nil
+		}
 		if v == nil {
 			c := make([]byte, len(raw))
 			copy(c, raw)
 			v = p.opts.Share.Put(k, unsafe.Pointer(&c[0]), bytesType, len(c))
 		}
-		blob := unsafe.Slice((*byte)(v), len(raw))
-		if pl.kind == tPtr {
-			*(**metav1.FieldsV1)(fp) = &metav1.FieldsV1{Raw: blob}
-		} else {
-			(*metav1.FieldsV1)(fp).Raw = blob
-		}
+		(*metav1.FieldsV1)(fp).Raw = unsafe.Slice((*byte)(v), len(raw))
 		return nil
 	case shareSlice:
 		h := (*sliceHeader)(fp)

@@ -84,6 +84,9 @@ func TestSharedParts(t *testing.T) {
 			if got := same(a.ManagedFields[0].FieldsV1.Raw, b.ManagedFields[0].FieldsV1.Raw); got != tc.raw {
 				t.Errorf("managed-fields blob shared: %v, want %v", got, tc.raw)
 			}
+			if got := a.ManagedFields[0].FieldsV1 == b.ManagedFields[0].FieldsV1; got != tc.raw {
+				t.Errorf("managed-fields FieldsV1 shared: %v, want %v", got, tc.raw)
+			}
 			// Structs holding a time are never shared.
 			if same(a.Status.Conditions, b.Status.Conditions) || same(a.ManagedFields, b.ManagedFields) {
 				t.Error("conditions or managed-fields entries are shared")
@@ -289,7 +292,9 @@ func TestChangedInPlace(t *testing.T) {
 		{"own name", func(p *corev1.Pod) { p.Name = "c" }, ""},
 		{"container image", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "changed" }, ".Spec.Containers"},
 		{"label", func(p *corev1.Pod) { p.Labels["app"] = "changed" }, ".ObjectMeta.Labels"},
-		{"managed fields blob", func(p *corev1.Pod) { p.ManagedFields[0].FieldsV1.Raw[2] = 'x' }, ".ObjectMeta.ManagedFields[0].FieldsV1.Raw"},
+		{"managed fields blob", func(p *corev1.Pod) { p.ManagedFields[0].FieldsV1.Raw[2] = 'x' }, ".ObjectMeta.ManagedFields[0].FieldsV1"},
+		// The FieldsV1 is shared, not only its bytes.
+		{"managed fields blob replaced", func(p *corev1.Pod) { p.ManagedFields[0].FieldsV1.Raw = []byte("{}") }, ".ObjectMeta.ManagedFields[0].FieldsV1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := intern.Options{Share: intern.New(), Structs: true}
