@@ -1,9 +1,11 @@
 package protodec
 
 import (
+	"reflect"
 	"testing"
 	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/internal/intern"
@@ -44,4 +46,85 @@ func TestPriorBlobs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPriorParts checks that an object's next version, decoded with the
+// previous one as Prior, takes the parts that did not change from it
+// rather than putting them in the table, where meeting them a second
+// time would otherwise put them: a relist that brings every object back
+// changed would add a table entry for each of their parts.
+func TestPriorParts(t *testing.T) {
+	same := func(a, b unsafe.Pointer) bool { return a != nil && a == b }
+	mapPtr := func(m map[string]string) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&m)) }
+	for _, tc := range []struct {
+		name  string
+		prior bool
+	}{{"with the previous version", true}, {"without", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := intern.Options{Share: intern.New(), Structs: true}
+			old := managedPod("p")
+			old.Spec.NodeSelector = map[string]string{"zone": "a"}
+			prior := decodeShared(t, o, old) // met once: the object's own parts
+			if n := o.Share.Len(); n != 0 {
+				t.Fatalf("the first version took %d table entries", n)
+			}
+			next := old.DeepCopy()
+			next.ResourceVersion = "2"
+			next.Status.PodIP = "10.0.0.2"
+			next.Spec.NodeSelector = map[string]string{"zone": "b"} // changed: not the previous version's
+			if tc.prior {
+				o.Prior = prior
+			}
+			got := decodeShared(t, o, next)
+			for what, s := range map[string]bool{
+				"containers":       same(unsafe.Pointer(unsafe.SliceData(got.Spec.Containers)), unsafe.Pointer(unsafe.SliceData(prior.Spec.Containers))),
+				"labels":           same(mapPtr(got.Labels), mapPtr(prior.Labels)),
+				"security context": same(unsafe.Pointer(got.Spec.SecurityContext), unsafe.Pointer(prior.Spec.SecurityContext)),
+			} {
+				if s != tc.prior {
+					t.Errorf("%s are the previous version's: %v, want %v", what, s, tc.prior)
+				}
+			}
+			if same(mapPtr(got.Spec.NodeSelector), mapPtr(prior.Spec.NodeSelector)) {
+				t.Error("the changed node selector is the previous version's")
+			}
+			if c := got.Spec.Containers; cap(c) != len(c) {
+				t.Errorf("containers have room to grow (len %d, cap %d): an append would write into a shared array", len(c), cap(c))
+			}
+			if n := o.Share.Len(); tc.prior && n != 0 {
+				t.Errorf("the next version took %d table entries, want 0", n)
+			} else if !tc.prior && n == 0 {
+				t.Error("without the previous version, the parts met twice are not in the table")
+			}
+		})
+	}
+}
+
+// FuzzPriorDifferential decodes b as a Pod with a's decoding as its
+// previous version, after a was met once, so that b's parts are met a
+// second time: the result must be what the generated code decodes b to.
+func FuzzPriorDifferential(f *testing.F) {
+	p := managedPod("p")
+	p.Spec.NodeSelector = map[string]string{"zone": "a"}
+	a, _ := p.Marshal()
+	p.Labels["app"] = "other"
+	p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "X"})
+	p.ResourceVersion = "2"
+	b, _ := p.Marshal()
+	f.Add(a, b)
+	f.Add(a, a)
+	f.Add(b, a)
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		o := intern.Options{Share: intern.New(), Structs: true}
+		var prior, got, want corev1.Pod
+		if UnmarshalWith(a, &prior, o) != nil {
+			return
+		}
+		o.Prior = &prior
+		gerr := UnmarshalWith(b, &got, o)
+		werr := want.Unmarshal(b)
+		if gerr == nil && werr == nil && !reflect.DeepEqual(&got, &want) {
+			t.Fatalf("with a previous version:\n got %+v\nwant %+v", &got, &want)
+		}
+	})
 }

@@ -337,6 +337,11 @@ func unmarshalStats(data []byte, v any, o intern.Options) (blocks, bytes int, _ 
 		return 0, 0, p.failed
 	}
 	d := decoder{data: data, root: p, opts: o, sizer: o.Sizer}
+	if o.Prior != nil && o.Structs && o.Share != nil {
+		if pv := reflect.ValueOf(o.Prior); pv.Type() == rv.Type() && !pv.IsNil() {
+			d.prior = pv.UnsafePointer()
+		}
+	}
 	err := d.message(p, data, rv.UnsafePointer())
 	if err == nil {
 		d.learn()
@@ -354,6 +359,13 @@ type decoder struct {
 	// repeated occurrence of the field must not merge into.
 	sharedFP [16]unsafe.Pointer
 	nShared  int
+
+	// prior is the previous version's counterpart of the message being
+	// decoded (intern.Options.Prior, then its fields), or nil. message
+	// reads it on entry and clears it; it is set again only for the call
+	// that decodes a nested message, so that no other message, such as an
+	// element of a repeated field, takes it for its own.
+	prior unsafe.Pointer
 
 	// Parts of this object decoded in place on their first meeting
 	// (share.go: remember, recall).
@@ -565,6 +577,8 @@ func countRun(b []byte, num uint64) int {
 }
 
 func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
+	prior := d.prior
+	d.prior = nil
 	for len(b) > 0 {
 		start := b
 		num, wt, val, data, rest, err := next(b)
@@ -580,8 +594,12 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 			continue
 		}
 		fp := unsafe.Add(base, f.off)
+		var pf unsafe.Pointer // the previous version's field, or nil
+		if prior != nil {
+			pf = unsafe.Add(prior, f.off)
+		}
 		if d.opts.Share != nil && wt == 2 {
-			n, err := d.shared(p, num, f, fp, data, start, len(start)-len(b))
+			n, err := d.shared(p, num, f, fp, pf, data, start, len(start)-len(b))
 			if err != nil {
 				return err
 			}
@@ -604,7 +622,7 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 				return err
 			}
 		case f.rep:
-			if err := d.repeated(p, num, f, fp, wt, val, data, start); err != nil {
+			if err := d.repeated(p, num, f, fp, pf, wt, val, data, start); err != nil {
 				return err
 			}
 		default:
@@ -617,8 +635,16 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 					return errUnshare // a message to merge into one taken from the table
 				}
 				ep = *pp
+				if pf != nil {
+					pf = *(*unsafe.Pointer)(pf)
+				}
 			}
-			if err := d.value(p, num, f, ep, wt, val, data); err != nil {
+			if f.kind == kMessage {
+				d.prior = pf // for the nested message's own fields
+			}
+			err := d.value(p, num, f, ep, wt, val, data)
+			d.prior = nil
+			if err != nil {
 				return err
 			}
 		}
@@ -713,7 +739,11 @@ func (d *decoder) value(p *plan, num uint64, f *field, ep unsafe.Pointer, wt, va
 
 // repeated appends one element (or a packed run) to a slice field. start
 // is the message from this field's header on.
-func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt, val uint64, data, start []byte) error {
+//
+// pf is the previous version's field, or nil: an element of a repeated
+// message is decoded with the previous version's element at its index
+// as its counterpart.
+func (d *decoder) repeated(p *plan, num uint64, f *field, fp, pf unsafe.Pointer, wt, val uint64, data, start []byte) error {
 	h := (*sliceHeader)(fp)
 	esize := f.elem.Size()
 	if f.kind != kString && f.kind != kBytes && f.kind != kMessage && f.kind != kCustom && wt == 2 {
@@ -755,6 +785,7 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt,
 			return err
 		}
 	}
+	i := h.len
 	ep := d.grow(f, h, esize, 1)
 	if p == d.root && f.kind == kMessage && wt == 2 && len(data) > 0 {
 		// Each element of a top-level repeated message (the Items of a
@@ -770,7 +801,24 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp unsafe.Pointer, wt,
 		}
 		return err
 	}
-	return d.value(p, num, f, ep, wt, val, data)
+	if f.kind == kMessage {
+		d.prior = priorElem(pf, i, esize)
+	}
+	err := d.value(p, num, f, ep, wt, val, data)
+	d.prior = nil
+	return err
+}
+
+// priorElem returns the element i of the previous version's slice at pf,
+// or nil when there is no such element.
+func priorElem(pf unsafe.Pointer, i int, esize uintptr) unsafe.Pointer {
+	if pf == nil {
+		return nil
+	}
+	if h := (*sliceHeader)(pf); i < h.len {
+		return unsafe.Add(h.data, uintptr(i)*esize)
+	}
+	return nil
 }
 
 // reserve makes room for n more elements.

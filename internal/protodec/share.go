@@ -26,7 +26,13 @@ func (d *decoder) sharing(f *field) bool { return d.opts.Sharing(f.stat) }
 // run of repeated messages or of string-map entries, or a pointer to a
 // message. It returns how many bytes of start it consumed, 0 if the
 // field is left to the plain decoder.
-func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data, start []byte, fieldLen int) (int, error) {
+//
+// pf is the previous version's field (intern.Options.Prior), or nil. A
+// part met again lately (put) and not in the table may be met again
+// because it is the same object's next version: if the previous version
+// holds an equal value, the new version takes that, so that a relist or
+// an update that leaves the part alone adds no table entry.
+func (d *decoder) shared(p *plan, num uint64, f *field, fp, pf unsafe.Pointer, data, start []byte, fieldLen int) (int, error) {
 	if !d.opts.Structs || f.timed || !f.shareable || !d.sharing(f) {
 		return 0, nil
 	}
@@ -59,6 +65,10 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			}
 			rb = rest
 		}
+		if q := fromPrior(put, pf, *(*unsafe.Pointer)(fp), f.typ, 0); q != nil {
+			*(*unsafe.Pointer)(fp) = q
+			return end, nil
+		}
 		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, *(*unsafe.Pointer)(fp), put, f.typ, 0)
 		return end, nil
 
@@ -90,10 +100,15 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 			if wt != 2 {
 				return 0, wireErr(p, num, wt)
 			}
+			sub.prior = priorElem(pf, i, esize) // for the parts inside
 			if err := sub.message(f.sub, payload, unsafe.Add(a, uintptr(i)*esize)); err != nil {
 				return 0, err
 			}
 			rb = rest
+		}
+		if q := fromPrior(put, pf, a, f.typ, n); q != nil {
+			h.data, h.len, h.cap = q, n, n
+			return end, nil
 		}
 		h.data, h.len, h.cap = d.keepPart(sub, k, a, put, f.typ, n), n, n
 		return end, nil
@@ -112,8 +127,15 @@ func (d *decoder) shared(p *plan, num uint64, f *field, fp unsafe.Pointer, data,
 		}
 		v = unsafe_New(rtype(f.elem))
 		sub := d.forPart(data, f, put)
+		if pf != nil {
+			sub.prior = *(*unsafe.Pointer)(pf) // for the parts inside
+		}
 		if err := sub.message(f.sub, data, v); err != nil {
 			return 0, err
+		}
+		if q := fromPrior(put, pf, v, f.typ, 0); q != nil {
+			*(*unsafe.Pointer)(fp) = q
+			return end, nil
 		}
 		*(*unsafe.Pointer)(fp) = d.keepPart(sub, k, v, put, f.typ, 0)
 		return end, nil
@@ -152,7 +174,7 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 		return b
 	}
 	if !d.sharing(f) {
-		return append([]byte{}, data...)
+		return exactCopy(data)
 	}
 	k := intern.KeyOf(data, rtype(bytesType))
 	p, put := d.lookup(f, k)
@@ -160,11 +182,17 @@ func (d *decoder) sharedBytes(f *field, data []byte) []byte {
 		return unsafe.Slice((*byte)(p), len(data))
 	}
 	if !put {
-		return append([]byte{}, data...) // not met lately
+		return exactCopy(data) // not met lately
 	}
-	c := make([]byte, len(data))
-	copy(c, data)
+	c := exactCopy(data)
 	return unsafe.Slice((*byte)(d.opts.Share.Put(k, unsafe.Pointer(&c[0]), bytesType, len(c))), len(data))
+}
+
+// exactCopy returns a copy of b whose capacity is its length.
+func exactCopy(b []byte) []byte {
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }
 
 // lookup returns k's value in the table, counting the try for f, and
@@ -260,6 +288,46 @@ func SupportedPointer(v any) bool {
 	ok := t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && Supported(t.Elem())
 	pointerTypes.Store(t, ok)
 	return ok
+}
+
+// fromPrior returns the previous version's value of a part, held at pf,
+// when it equals v, the part just decoded for the table (put), and nil
+// otherwise or when there is no previous version. typ is the field's
+// type: a map (v is the map), a slice (v is the first of n elements) or a
+// pointer (v is what it points to). A part decoded as the object's own
+// (not put) is kept: it costs the table nothing.
+func fromPrior(put bool, pf, v unsafe.Pointer, typ reflect.Type, n int) unsafe.Pointer {
+	if !put || pf == nil {
+		return nil
+	}
+	var a, b any
+	switch typ.Kind() {
+	case reflect.Map, reflect.Pointer:
+		q := *(*unsafe.Pointer)(pf)
+		if q == nil {
+			return nil
+		}
+		if typ.Kind() == reflect.Map {
+			a, b = reflect.NewAt(typ, unsafe.Pointer(&v)).Interface(), reflect.NewAt(typ, unsafe.Pointer(&q)).Interface()
+		} else {
+			a, b = reflect.NewAt(typ.Elem(), v).Interface(), reflect.NewAt(typ.Elem(), q).Interface()
+		}
+		if reflect.DeepEqual(a, b) {
+			return q
+		}
+	case reflect.Slice:
+		h := (*sliceHeader)(pf)
+		if h.data == nil || h.len != n {
+			return nil
+		}
+		mine := sliceHeader{data: v, len: n, cap: n}
+		theirs := sliceHeader{data: h.data, len: n, cap: n}
+		a, b = reflect.NewAt(typ, unsafe.Pointer(&mine)).Interface(), reflect.NewAt(typ, unsafe.Pointer(&theirs)).Interface()
+		if reflect.DeepEqual(a, b) {
+			return h.data
+		}
+	}
+	return nil
 }
 
 // managedFielder is an object with managed fields: a Prior whose blobs a
