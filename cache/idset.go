@@ -4,6 +4,7 @@ import (
 	"iter"
 	"math/bits"
 	"slices"
+	"strings"
 )
 
 // smallSetMax is the size up to which an idSet always stays a slice, so
@@ -194,6 +195,13 @@ func (r idRef) all() iter.Seq[uint32] {
 
 // addTo files id, which must not be there yet, under v in idx. universe
 // is as for idSet.add.
+//
+// Every write to idx keys it with a copy of v. A write to a map stores
+// the key it is given, and v is usually a string of the object being
+// filed (a label value, in the memory its decoder gave the object's
+// strings): kept as the key, it would keep that memory alive after the
+// object was replaced by its next version, for as long as the value stays
+// in the index.
 func addTo(idx map[string]idRef, v string, id uint32, universe int) {
 	r := idx[v]
 	switch {
@@ -203,14 +211,15 @@ func addTo(idx map[string]idRef, v string, id uint32, universe int) {
 		set := &idSet{}
 		set.add(r.one-1, universe)
 		set.add(id, universe)
-		idx[v] = idRef{set: set}
+		idx[strings.Clone(v)] = idRef{set: set}
 	default:
-		idx[v] = idRef{one: id + 1}
+		idx[strings.Clone(v)] = idRef{one: id + 1}
 	}
 }
 
 // removeFrom removes id from v's members in idx, if there, and v once it
-// has none. A set left with one member goes back inline.
+// has none. A set left with one member goes back inline (keyed with a
+// copy of v, as in addTo: v is the departing object's).
 func removeFrom(idx map[string]idRef, v string, id uint32) {
 	r, ok := idx[v]
 	switch {
@@ -222,7 +231,7 @@ func removeFrom(idx map[string]idRef, v string, id uint32) {
 			delete(idx, v)
 		case 1:
 			for last := range r.set.all() {
-				idx[v] = idRef{one: last + 1}
+				idx[strings.Clone(v)] = idRef{one: last + 1}
 			}
 		}
 	case r.one == id+1:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -374,7 +375,7 @@ func (st *state[T]) addLabel(k, v string, id uint32, universe int) {
 	vals := st.labels[k]
 	if vals == nil {
 		vals = map[string]idRef{}
-		st.labels[k] = vals
+		st.labels[strings.Clone(k)] = vals // see addTo
 	}
 	addTo(vals, v, id, universe)
 }

@@ -63,7 +63,7 @@ func main() {
 		strip      = flag.Bool("strip", false, "strip managedFields with a transform")
 		watchList  = flag.Bool("watchlist", false, "serve and use streaming lists (WatchList); else paginated lists")
 		jsonWire   = flag.Bool("json", false, "use JSON instead of protobuf")
-		memprofile = flag.String("memprofile", "", "write an inuse heap profile after sync to this file")
+		memprofile = flag.String("memprofile", "", "write an inuse heap profile after sync to this file, and one after the relist to this file with .relisted added")
 		relist     = flag.Bool("relist", true, "measure a forced relist")
 		unchanged  = flag.Bool("relist-unchanged", false, "the relist serves the first snapshot again (list mode only)")
 		share      = flag.Bool("share", false, "experiment: a Transform sharing identical parts between Pods (share.go)")
@@ -356,14 +356,9 @@ func run(o runOptions) (result, error) {
 	}
 	res.steady = heapAfterGC()
 	if o.memprofile != "" {
-		f, err := os.Create(o.memprofile)
-		if err != nil {
+		if err := writeHeapProfile(o.memprofile); err != nil {
 			return res, err
 		}
-		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-			return res, err
-		}
-		f.Close()
 	}
 	if o.relist {
 		smp.reset()
@@ -384,6 +379,11 @@ func run(o runOptions) (result, error) {
 		_, alloc3, _ := readMetrics()
 		res.allocRelist = alloc3 - alloc2
 		res.relisted = heapAfterGC()
+		if o.memprofile != "" {
+			if err := writeHeapProfile(o.memprofile + ".relisted"); err != nil {
+				return res, err
+			}
+		}
 	}
 	st := srv.stats()
 	res.serverLists, res.serverStreams, res.refused = st.Lists, st.Streamed, st.Refused
@@ -391,4 +391,17 @@ func run(o runOptions) (result, error) {
 		o.keepInformer(pi)
 	}
 	return res, nil
+}
+
+// writeHeapProfile writes the heap profile to the file name.
+func writeHeapProfile(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
