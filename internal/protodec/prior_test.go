@@ -63,6 +63,7 @@ func TestPriorParts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := intern.Options{Share: intern.New(), Structs: true}
 			old := managedPod("p")
+			old.UID, old.ResourceVersion = "5f0c6b3a-3e8a-4c1e-9d7a-0b1c2d3e4f50", "1"
 			old.Spec.NodeSelector = map[string]string{"zone": "a"}
 			prior := decodeShared(t, o, old) // met once: the object's own parts
 			if n := o.Share.Len(); n != 0 {
@@ -87,6 +88,14 @@ func TestPriorParts(t *testing.T) {
 			}
 			if same(mapPtr(got.Spec.NodeSelector), mapPtr(prior.Spec.NodeSelector)) {
 				t.Error("the changed node selector is the previous version's")
+			}
+			// Unchanged strings too, outside the parts and inside them.
+			str := func(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
+			if s := same(str(string(got.UID)), str(string(prior.UID))) && same(str(string(got.Status.Phase)), str(string(prior.Status.Phase))); s != tc.prior {
+				t.Errorf("unchanged strings are the previous version's: %v, want %v", s, tc.prior)
+			}
+			if same(str(got.Status.PodIP), str(prior.Status.PodIP)) || same(str(got.ResourceVersion), str(prior.ResourceVersion)) {
+				t.Error("a changed string is the previous version's")
 			}
 			if c := got.Spec.Containers; cap(c) != len(c) {
 				t.Errorf("containers have room to grow (len %d, cap %d): an append would write into a shared array", len(c), cap(c))

@@ -639,6 +639,16 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 					pf = *(*unsafe.Pointer)(pf)
 				}
 			}
+			if pf != nil && f.kind == kString && wt == 2 {
+				// Unchanged since the previous version: its string, so
+				// that this version's block holds only what changed
+				// (the previous version's is kept by the parts taken
+				// from it anyway).
+				if old := *(*string)(pf); old == string(data) {
+					*(*string)(ep) = old
+					continue
+				}
+			}
 			if f.kind == kMessage {
 				d.prior = pf // for the nested message's own fields
 			}
