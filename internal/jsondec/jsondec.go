@@ -361,10 +361,15 @@ func (p *parser) object(depth int, skip string) (map[string]interface{}, error) 
 		if prior != nil {
 			p.prior = prior[k]
 		}
+		old, isStr := p.prior.(string)
 		switch {
 		case skip != "" && k == skip:
 			_, err = p.skipValue(depth + 1)
 			v = skipped
+		case isStr && p.sameString(old):
+			// Unchanged since the previous version: its value, whose
+			// string and box are already made.
+			v = p.prior
 		case depth == 0 && k == "items" && p.i < len(p.data) && p.data[p.i] == '[':
 			v, err = p.items()
 		case depth == 0 && k == "metadata" && p.i < len(p.data) && p.data[p.i] == '{':

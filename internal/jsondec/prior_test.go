@@ -120,6 +120,17 @@ func TestPriorUnstructured(t *testing.T) {
 					t.Errorf("%v changed but is the previous version's", path)
 				}
 			}
+			// Strings are the previous version's boxed strings, unchanged
+			// ones only.
+			box := func(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
+			for _, path := range [][]any{{"apiVersion"}, {"metadata", "name"}} {
+				if s := box(at(got, path...)) == box(at(old, path...)); s != tc.reuse {
+					t.Errorf("the string at %v is the previous version's: %v, want %v", path, s, tc.reuse)
+				}
+			}
+			if box(at(got, "metadata", "resourceVersion")) == box(at(old, "metadata", "resourceVersion")) {
+				t.Error("the changed resourceVersion is the previous version's")
+			}
 		})
 	}
 }
