@@ -51,9 +51,11 @@
 // finds its fence closed: its writes are refused before they are sent.
 // What no client-side fence can stop is a write that passed its last
 // check in time and was then held up for longer than the margin: in the
-// network, or by a pause that struck between the check (made just before
-// the request goes to its connection) and the socket. Keep the margin
-// large.
+// network, or by a pause that struck between the check and the socket.
+// The last check is made as late as the client can: for a write with a
+// body, just before the transport sends the body's last byte, since the
+// server does nothing with a request it has not received whole. Keep the
+// margin large.
 //
 // # Release on cancel
 //

@@ -49,8 +49,10 @@ const (
 // whose leader runnable writes its identity into the ledger ConfigMap
 // every 10 ms, and, once its context ends, ignores that and goes on
 // writing for ten more seconds, with a context that keeps the manager's
-// fence (context.WithoutCancel). It prints "wrote ID SEQ RV" for each
-// write that landed and "fenced ID SEQ" for each write the fence refused.
+// fence (context.WithoutCancel). It prints "wrote ID SEQ RV T" for each
+// write that landed, T being the wall-clock time (Unix nanoseconds) at
+// which the write was made, and "fenced ID SEQ" for each write the fence
+// refused.
 func runCandidate(id string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -94,10 +96,11 @@ func runCandidate(id string) int {
 				return nil
 			}
 			patch := fmt.Sprintf(`{"data":{"writer":%q}}`, id+"/"+strconv.Itoa(seq))
+			made := time.Now().UnixNano()
 			cm, err := cms.Patch(w, fenceLedger, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			switch {
 			case err == nil:
-				say("wrote %s %d %s", id, seq, cm.ResourceVersion)
+				say("wrote %s %d %s %d", id, seq, cm.ResourceVersion, made)
 			case errors.Is(err, rest.ErrFenced):
 				say("fenced %s %d", id, seq)
 			default:
@@ -128,6 +131,7 @@ func (leaderFunc) NeedLeaderElection() bool          { return true }
 // candidate is a running candidate process and what it printed.
 type candidate struct {
 	id     string
+	paused int64 // when the test stopped it (Unix nanoseconds), or 0
 	cmd    *exec.Cmd
 	mu     sync.Mutex
 	lines  []string
@@ -153,8 +157,10 @@ func (c *candidate) wrote() bool {
 // trying to write. Against the real API server, every write that landed
 // is ordered by its resourceVersion: an overlap is a write of an old
 // leader that landed after the first write of a leader that came after
-// it. There must be none, and the old leaders must have tried (their
-// fenced writes are counted), or the test would prove nothing.
+// it. There must be none, except for a write that was already on its way
+// when the process was stopped (see below), and the old leaders must have
+// tried (their fenced writes are counted), or the test would prove
+// nothing.
 func TestFencedFailovers(t *testing.T) {
 	env := shared.Env(t)
 	ctx := t.Context()
@@ -229,6 +235,7 @@ func TestFencedFailovers(t *testing.T) {
 			leader = live[holder()]
 			return leader != nil && leader.wrote()
 		})
+		leader.paused = time.Now().UnixNano()
 		if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
@@ -259,8 +266,9 @@ func TestFencedFailovers(t *testing.T) {
 
 	// Each candidate leads at most once: its first write opens its term.
 	type write struct {
-		id string
-		rv int64
+		c    *candidate
+		rv   int64
+		made int64
 	}
 	var writes []write
 	first := map[string]int64{}
@@ -269,12 +277,13 @@ func TestFencedFailovers(t *testing.T) {
 		for _, l := range c.lines {
 			f := strings.Fields(l)
 			switch {
-			case len(f) == 4 && f[0] == "wrote":
+			case len(f) == 5 && f[0] == "wrote":
 				rv, err := strconv.ParseInt(f[3], 10, 64)
-				if err != nil {
+				made, err2 := strconv.ParseInt(f[4], 10, 64)
+				if err != nil || err2 != nil {
 					t.Fatalf("%s: %q", c.id, l)
 				}
-				writes = append(writes, write{c.id, rv})
+				writes = append(writes, write{c, rv, made})
 				if r, ok := first[c.id]; !ok || rv < r {
 					first[c.id] = rv
 				}
@@ -283,16 +292,36 @@ func TestFencedFailovers(t *testing.T) {
 			}
 		}
 	}
-	overlaps := 0
+	// A write that was already on its way when its process was stopped
+	// may have passed the fence's last check and been stopped in the few
+	// instructions between it and the socket: the limit rest.Fence
+	// documents, which no check in the process can close. Such a write is
+	// counted apart, and there can be at most one per stop, since the
+	// runnable writes one at a time; any other late write is an overlap.
+	overlaps, inFlight := 0, map[string]int{}
 	for _, w := range writes {
+		var after []string // the leaders that came later and wrote before w landed
 		for id, r := range first {
-			if id != w.id && first[w.id] < r && r < w.rv {
-				overlaps++
-				t.Errorf("%s wrote at resourceVersion %d, after %s's first write at %d", w.id, w.rv, id, r)
+			if id != w.c.id && first[w.c.id] < r && r < w.rv {
+				after = append(after, fmt.Sprintf("%s's first write at %d", id, r))
 			}
 		}
+		switch {
+		case len(after) == 0:
+		case w.c.paused != 0 && w.made < w.c.paused:
+			inFlight[w.c.id]++
+			t.Logf("%s's write made before it was stopped landed at resourceVersion %d, after %s", w.c.id, w.rv, strings.Join(after, ", "))
+		default:
+			overlaps++
+			t.Errorf("%s wrote at resourceVersion %d, after %s", w.c.id, w.rv, strings.Join(after, ", "))
+		}
 	}
-	t.Logf("%d failovers, %d leaders wrote %d times; %d writes fenced; %d overlaps", failovers, len(first), len(writes), fenced, overlaps)
+	for id, n := range inFlight {
+		if n > 1 {
+			t.Errorf("%s landed %d late writes made before it was stopped; it has at most one in flight", id, n)
+		}
+	}
+	t.Logf("%d failovers, %d leaders wrote %d times; %d writes fenced; %d overlaps; %d late writes that were in flight when their process was stopped", failovers, len(first), len(writes), fenced, overlaps, len(inFlight))
 	if len(first) < failovers+1 {
 		t.Errorf("only %d candidates led, want %d", len(first), failovers+1)
 	}
