@@ -100,6 +100,14 @@ func (l *loomInformer[T]) rvs() map[string]string {
 	return m
 }
 
+func (l *loomInformer[T]) objects() map[string]any {
+	m := map[string]any{}
+	for _, p := range l.inf.Indexer().List() {
+		m[p.GetNamespace()+"/"+p.GetName()] = p
+	}
+	return m
+}
+
 func (l *loomInformer[T]) managedFieldsCached() int {
 	n := 0
 	for _, p := range l.inf.Indexer().List() {
@@ -206,6 +214,15 @@ func (c *clientGoInformer) rvs() map[string]string {
 	for _, o := range c.inf.GetIndexer().List() {
 		a, _ := meta.Accessor(o)
 		m[a.GetNamespace()+"/"+a.GetName()] = a.GetResourceVersion()
+	}
+	return m
+}
+
+func (c *clientGoInformer) objects() map[string]any {
+	m := map[string]any{}
+	for _, o := range c.inf.GetIndexer().List() {
+		a, _ := meta.Accessor(o)
+		m[a.GetNamespace()+"/"+a.GetName()] = o
 	}
 	return m
 }

@@ -120,6 +120,10 @@ type runOptions struct {
 	widgets, dynamic bool // the Widget corpus; dynamic: unstructured informers
 	timeout          time.Duration
 	keepInformer     func(pi podInformer) // tests: inspect the informer before it stops
+	// atStage, for tests, is called with the informer after the sync
+	// ("synced", only with holdEvents), once every recorded event has
+	// arrived ("events") and after the relist ("relisted").
+	atStage func(stage string, pi podInformer)
 }
 
 // podInformer is what the driver needs of either informer.
@@ -128,6 +132,8 @@ type podInformer interface {
 	synced() bool
 	// rvs returns namespace/name → resourceVersion of every cached Pod.
 	rvs() map[string]string
+	// objects returns namespace/name → every cached object, as cached.
+	objects() map[string]any
 	managedFieldsCached() int // Pods that still carry managedFields
 }
 
@@ -340,6 +346,9 @@ func run(o runOptions) (result, error) {
 	res.allocSync, res.gcSync = alloc1-alloc0, gc1-gc0
 
 	if o.holdEvents {
+		if o.atStage != nil {
+			o.atStage("synced", pi)
+		}
 		cpu := cpuTime()
 		srv.ReleaseEvents()
 		if err := waitFor(ctx, "watch events", func() bool { return cnt.events.Load() >= int64(e) }); err != nil {
@@ -355,6 +364,9 @@ func run(o runOptions) (result, error) {
 		return res, err
 	}
 	res.steady = heapAfterGC()
+	if o.atStage != nil {
+		o.atStage("events", pi)
+	}
 	if o.memprofile != "" {
 		if err := writeHeapProfile(o.memprofile); err != nil {
 			return res, err
@@ -379,6 +391,9 @@ func run(o runOptions) (result, error) {
 		_, alloc3, _ := readMetrics()
 		res.allocRelist = alloc3 - alloc2
 		res.relisted = heapAfterGC()
+		if o.atStage != nil {
+			o.atStage("relisted", pi)
+		}
 		if o.memprofile != "" {
 			if err := writeHeapProfile(o.memprofile + ".relisted"); err != nil {
 				return res, err
