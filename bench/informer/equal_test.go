@@ -13,7 +13,9 @@ import (
 
 // TestCachesDeepEqual replays every corpus shape (200 objects per
 // workload, 4 per workload, all distinct; Pods on protobuf and JSON,
-// Widgets typed and dynamic), with and without managedFields stripped, to
+// Widgets typed and dynamic), with and without managedFields stripped,
+// and the distinct ones also through Loom's streaming list (client-go
+// reads its WatchListClient gate once per process, and lists here), to
 // both informers, and checks that Loom's cache holds objects that deep-
 // equal client-go's, whole, after the sync, after the recorded events
 // and after a relist that changes every object. Only the TypeMeta of
@@ -21,7 +23,7 @@ import (
 // and client-go's decoder clears it.
 func TestCachesDeepEqual(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays 14 corpora")
+		t.Skip("replays every corpus shape")
 	}
 	const n, e = 400, 40
 	type corpus struct {
@@ -53,13 +55,20 @@ func TestCachesDeepEqual(t *testing.T) {
 			}{{"typed", true, false}, {"dynamic", true, true}}
 		}
 		for _, k := range kinds {
-			for _, strip := range []bool{false, true} {
+			for _, mode := range []struct{ strip, watchList bool }{{false, false}, {true, false}, {false, true}} {
+				strip, watchList := mode.strip, mode.watchList
+				if watchList && c.perWorkload != 1 {
+					continue // keep the test short: Loom's streaming list on the distinct corpora only
+				}
 				name := fmt.Sprintf("%s/%d-per-workload/%s/strip=%v", map[bool]string{false: "Pods", true: "Widgets"}[c.widgets], c.perWorkload, k.name, strip)
+				if watchList {
+					name += "/WatchList"
+				}
 				t.Run(name, func(t *testing.T) {
 					snaps := map[string]map[string]map[string]any{} // impl → stage → key → object
 					for _, impl := range []string{"loom", "client-go"} {
 						snaps[impl] = map[string]map[string]any{}
-						_, err := run(runOptions{corpus: dir, impl: impl, json: k.json, dynamic: k.dynamic, strip: strip, relist: true, holdEvents: true,
+						_, err := run(runOptions{corpus: dir, impl: impl, json: k.json, dynamic: k.dynamic, strip: strip, watchList: watchList, relist: true, holdEvents: true,
 							atStage: func(stage string, pi podInformer) {
 								m := map[string]any{}
 								for key, o := range pi.objects() {
