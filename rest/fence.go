@@ -130,7 +130,7 @@ func (l lastCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if _, fenced := ctx.Value(fenceDeadlineKey{}).(time.Time); fenced && req.Body != nil && req.Body != http.NoBody {
 		r := req.Clone(ctx)
-		r.Body = &heldBody{rc: req.Body, ctx: ctx}
+		r.Body = &heldBody{rc: req.Body, ctx: ctx, size: req.ContentLength}
 		if getBody := req.GetBody; getBody != nil {
 			// A transport that resends the request (an HTTP/2 connection
 			// that went away before the server read it) holds back its
@@ -140,7 +140,7 @@ func (l lastCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 				if err != nil {
 					return nil, err
 				}
-				return &heldBody{rc: rc, ctx: ctx}, nil
+				return &heldBody{rc: rc, ctx: ctx, size: req.ContentLength}, nil
 			}
 		}
 		req = r
@@ -156,17 +156,26 @@ func (l lastCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 type heldBody struct {
 	rc         io.ReadCloser
 	ctx        context.Context
+	size       int64  // the body's length if known (the request's ContentLength), else 0 or -1
 	buf        []byte // read from rc and not yet returned: buf[start:end]
 	start, end int
 	eof        bool // rc has returned io.EOF
 }
+
+// maxHeld is the size of heldBody's buffer for a body that is longer, or
+// of unknown length.
+const maxHeld = 4096
 
 func (h *heldBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if h.buf == nil {
-		h.buf = make([]byte, 4096)
+		n := maxHeld
+		if h.size > 0 && h.size < maxHeld {
+			n = max(int(h.size)+1, 2) // room to see io.EOF with the last byte
+		}
+		h.buf = make([]byte, n)
 	}
 	// Keep at least two bytes in hand until rc ends, so that what is
 	// returned is never the last byte.

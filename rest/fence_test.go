@@ -199,11 +199,13 @@ func TestHeldBody(t *testing.T) {
 			body[i] = byte(i*7 + 1)
 		}
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			h := &heldBody{rc: io.NopCloser(iotest.OneByteReader(bytes.NewReader(body))), ctx: open}
-			if err := iotest.TestReader(h, body); err != nil {
-				t.Errorf("open fence: %v", err)
+			for _, size := range []int64{-1, 0, int64(n)} { // unknown, unset, the request's ContentLength
+				h := &heldBody{rc: io.NopCloser(iotest.OneByteReader(bytes.NewReader(body))), ctx: open, size: size}
+				if err := iotest.TestReader(h, body); err != nil {
+					t.Errorf("open fence, size %d: %v", size, err)
+				}
 			}
-			h = &heldBody{rc: io.NopCloser(iotest.HalfReader(bytes.NewReader(body))), ctx: past}
+			h := &heldBody{rc: io.NopCloser(iotest.HalfReader(bytes.NewReader(body))), ctx: past, size: int64(n)}
 			got, err := io.ReadAll(h)
 			if !errors.Is(err, ErrFenced) {
 				t.Errorf("fence's time passed: err = %v, want ErrFenced", err)
