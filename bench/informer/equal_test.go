@@ -72,7 +72,7 @@ func TestCachesDeepEqual(t *testing.T) {
 							atStage: func(stage string, pi podInformer) {
 								m := map[string]any{}
 								for key, o := range pi.objects() {
-									m[key] = comparable(t, o)
+									m[key] = forComparison(t, o)
 								}
 								snaps[impl][stage] = m
 							}})
@@ -110,10 +110,10 @@ func TestCachesDeepEqual(t *testing.T) {
 	}
 }
 
-// comparable returns what of a cached object the comparison looks at: a
+// forComparison returns what of a cached object the comparison looks at: a
 // copy of a typed object with its TypeMeta cleared, or an unstructured
 // object's content.
-func comparable(t *testing.T, o any) any {
+func forComparison(t *testing.T, o any) any {
 	switch v := o.(type) {
 	case *unstructured.Unstructured:
 		return v.DeepCopy().Object
