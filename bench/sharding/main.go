@@ -23,10 +23,15 @@
 //
 //	go run ./sharding [-shelves 5000] [-rate 50] [-probes 200] [-out FILE] [-keep] [-cpu] [-apiserver-profile DIR] [-apiserver-args FLAGS]
 //	go run ./sharding -overhead [-out FILE]
+//	go run ./sharding -floor [-shelves 5000] [-rate 50] [-out FILE]
 //
 // -overhead measures instead the leader's extra heap for sharding (the
 // ring's membership and the assigner, after three passes) over 1,000 and
 // 10,000 objects that are all assigned, twice each.
+//
+// -floor times instead the label writes that 1 -> 3 makes (two in three
+// objects move), with no replica running: the least time any step that
+// writes each moved object once can take on this machine.
 package main
 
 import (
@@ -47,6 +52,7 @@ func main() {
 	outPath := flag.String("out", "", "also append the report to this file")
 	probes := flag.Int("probes", 200, "new Shelves created in each mode (the leader's watch, the assignment webhook, a no-op webhook) after 1 -> 3")
 	overhead := flag.Bool("overhead", false, "instead of the scenario, measure the leader's extra heap for sharding with 1,000 and 10,000 objects")
+	floor := flag.Bool("floor", false, "instead of the scenario, time the label writes that 1 -> 3 makes, with nothing of Loom running")
 	apiArgs := flag.String("apiserver-args", "", "extra kube-apiserver flags, space-separated (such as --profiling=true)")
 	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed); the profiles sample every 4 KB")
 	cpu := flag.Bool("cpu", false, "report the CPU time each process used during each step, until caught up")
@@ -74,14 +80,25 @@ func main() {
 		}
 		defer f.Close()
 		out = io.MultiWriter(os.Stdout, f)
-		if *overhead {
+		switch {
+		case *overhead:
 			fmt.Fprintf(f, "# %s: -overhead\n", time.Now().UTC().Format(time.RFC3339))
-		} else {
+		case *floor:
+			fmt.Fprintf(f, "# %s: -floor -shelves %d -rate %d\n", time.Now().UTC().Format(time.RFC3339), *shelves, *rate)
+		default:
 			fmt.Fprintf(f, "# %s: -shelves %d -rate %d -probes %d\n", time.Now().UTC().Format(time.RFC3339), *shelves, *rate, *probes)
 		}
 	}
 	if *overhead {
 		if _, err := Overhead(context.Background(), []int{1000, 10000, 1000, 10000}, func(f string, a ...any) { fmt.Fprintf(out, f, a...) }); err != nil {
+			fmt.Fprintln(os.Stderr, "sharding:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *floor {
+		_, err := Floor(context.Background(), FloorOptions{Shelves: *shelves, UpdateRate: *rate, Concurrency: []int{48, 256}}, func(f string, a ...any) { fmt.Fprintf(out, f, a...) })
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "sharding:", err)
 			os.Exit(1)
 		}

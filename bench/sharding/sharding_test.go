@@ -75,3 +75,24 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// TestFloor runs the floor's rounds on a few Shelves: every label write
+// must land (each round's writes test what the round before wrote), and
+// the workload must write during its rounds.
+func TestFloor(t *testing.T) {
+	rounds, err := Floor(t.Context(), FloorOptions{Shelves: 30, UpdateRate: 20, Concurrency: []int{4}}, func(f string, a ...any) { t.Logf(f, a...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rounds) != 2 {
+		t.Fatalf("%d rounds, want 2 (the workload off, then on)", len(rounds))
+	}
+	for _, r := range rounds {
+		if r.Writes == 0 || r.Writes%3 != 0 {
+			t.Errorf("%d label writes in a round, want a Shelf and its two ConfigMaps for each Shelf that moves", r.Writes)
+		}
+		if r.Workload != (r.WorkloadWrites > 0) {
+			t.Errorf("workload on: %v, yet it wrote %d times during the round", r.Workload, r.WorkloadWrites)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/shard"
+	"github.com/loom-k8s/loom/testenv"
+)
+
+// The floor of a step: how fast this machine's kube-apiserver takes the
+// label writes that moving objects between shards needs, with nothing
+// else of Loom running. A step of the scenario that moves k objects, one
+// label write each, cannot catch up sooner than the floor's time for k
+// writes: the floor leaves out the replicas, their watches and their
+// reconciles, which only add work.
+//
+// The objects are the scenario's: Shelves, each owning two ConfigMaps,
+// all labelled for one shard. Each round moves the objects that 1 -> 3
+// moves (two in three Shelves, and their ConfigMaps: 10,200 objects with
+// 5,000 Shelves) to another shard and back, with the same conditional
+// JSON patch a move makes, through the metadata client, a set number of
+// writes at once. It runs with the workload's writes off, then on (the
+// Shelf updates, and the two ConfigMap updates each that the replicas'
+// reconciles would make).
+
+// FloorOptions configure the floor's run.
+type FloorOptions struct {
+	Shelves     int   // each owns two ConfigMaps
+	UpdateRate  int   // Shelf updates per second while the workload is on
+	Concurrency []int // writes in flight, one round each (with and without the workload)
+}
+
+// FloorRound is one round of the floor.
+type FloorRound struct {
+	Writes         int // label writes made, one per object that moves
+	Concurrency    int
+	Workload       bool
+	WorkloadWrites int64 // the workload's writes during the round
+	Took           time.Duration
+}
+
+// Floor runs the floor's rounds on a fresh control plane and writes a
+// line per round. Each round's writes test the label that the round
+// before left, so a write that did not land fails the next round.
+func Floor(ctx context.Context, opts FloorOptions, out func(format string, args ...any)) ([]FloorRound, error) {
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	dir, err := os.MkdirTemp("", "loom-floor-") // the replicas' kubeconfig goes there, unused
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	r := &run{opts: Options{Shelves: opts.Shelves, Dir: dir}, env: env, kubecfg: env.KubeconfigPath, written: map[string]string{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer rc.CloseIdleConnections()
+	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
+	cms = cms.Namespace(ns)
+	label := shard.Label("bench")
+
+	// Every Shelf and its two ConfigMaps on shard "r1", as after the
+	// scenario's first step.
+	type object struct {
+		c     *client.Client[*metav1.PartialObjectMetadata]
+		name  string
+		moves bool
+	}
+	var objs []object
+	err = parallel(8, opts.Shelves, func(i int) error {
+		name := fmt.Sprintf("shelf-%05d", i)
+		shelf, err := r.meta.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+label+`":"r1"}}}`), metav1.PatchOptions{})
+		if err != nil {
+			return err
+		}
+		for _, suffix := range []string{"-a", "-b"} {
+			_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				Name: name + suffix, Labels: map[string]string{label: "r1"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "bench.loom.dev/v1", Kind: "Shelf", Name: name, UID: shelf.UID, Controller: new(true)}},
+			}, Data: map[string]string{"value": "v" + strconv.Itoa(i)}}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range opts.Shelves {
+		name := fmt.Sprintf("shelf-%05d", i)
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		moves := h.Sum32()%3 != 0 // two in three, as 1 -> 3 moves
+		objs = append(objs, object{r.meta, name, moves}, object{r.cmMeta, name + "-a", moves}, object{r.cmMeta, name + "-b", moves})
+	}
+	var moving []object
+	for _, o := range objs {
+		if o.moves {
+			moving = append(moving, o)
+		}
+	}
+
+	// The workload: UpdateRate Shelf updates a second, each followed by
+	// the updates of its two ConfigMaps, as a reconcile makes them.
+	var workload atomic.Bool
+	var workloadWrites atomic.Int64
+	go func() {
+		tick := time.NewTicker(time.Second / time.Duration(max(opts.UpdateRate, 1)))
+		defer tick.Stop()
+		for i := 1; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if !workload.Load() {
+				continue
+			}
+			go func() {
+				name := fmt.Sprintf("shelf-%05d", rand.IntN(opts.Shelves))
+				value := strconv.Itoa(i)
+				if _, err := r.shelves.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"value":"`+value+`"}}`), metav1.PatchOptions{}); err != nil {
+					return
+				}
+				workloadWrites.Add(1)
+				for _, suffix := range []string{"-a", "-b"} {
+					if _, err := cms.Patch(ctx, name+suffix, types.MergePatchType, []byte(`{"data":{"value":"`+value+`"}}`), metav1.PatchOptions{}); err == nil {
+						workloadWrites.Add(1)
+					}
+				}
+			}()
+		}
+	}()
+
+	from, to := "r1", "r2"
+	var rounds []FloorRound
+	round := func(withWorkload bool, concurrency int) error {
+		workload.Store(withWorkload)
+		defer workload.Store(false)
+		time.Sleep(2 * time.Second) // the workload reaches its pace
+		before := r.cpuSnapshot()
+		w0 := workloadWrites.Load()
+		t0 := time.Now()
+		have, want := from, to
+		err := parallel(concurrency, len(moving), func(i int) error {
+			o := moving[i]
+			patch := `[{"op":"test","path":"/metadata/labels/shard.loom.dev~1bench","value":"` + have + `"},{"op":"replace","path":"/metadata/labels/shard.loom.dev~1bench","value":"` + want + `"}]`
+			_, err := o.c.Patch(ctx, o.name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+			return err
+		})
+		d := time.Since(t0)
+		if err != nil {
+			return err
+		}
+		from, to = to, from
+		rounds = append(rounds, FloorRound{Writes: len(moving), Concurrency: concurrency, Workload: withWorkload, WorkloadWrites: workloadWrites.Load() - w0, Took: d})
+		mode := "workload off"
+		if withWorkload {
+			mode = fmt.Sprintf("workload on (%d writes during the round)", workloadWrites.Load()-w0)
+		}
+		out("%6d label writes, %3d in flight, %s: %6.2f s (%4.0f moves/s)\n    %s\n", len(moving), concurrency, mode, d.Seconds(), float64(len(moving))/d.Seconds(), cpuLine(before, r.cpuSnapshot(), d))
+		return nil
+	}
+	for _, withWorkload := range []bool{false, true} {
+		for _, c := range opts.Concurrency {
+			if err := round(withWorkload, c); err != nil {
+				return rounds, err
+			}
+		}
+	}
+	return rounds, nil
+}
+
+// parallel runs fn(0) ... fn(n-1), k at a time, and returns the first error.
+func parallel(k, n int, fn func(i int) error) error {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range k {
+		wg.Go(func() {
+			for i := range work {
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
