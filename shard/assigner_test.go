@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,4 +171,155 @@ func (h *holdFirstPatch) sent() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.bodies)
+}
+
+// TestPassSeesShardsLeaveDuringIt: a pass judges each page of objects by
+// the ring of the moment the page arrives. Here the pass's first list is
+// held until the shard "gone", live when the pass began, has left the
+// ring; its objects must then move in that same pass. Before, a pass
+// counted as live every shard that was live when it began, so when
+// replicas stopped one after another its objects waited for the next
+// pass, which began only once this one had made all its writes.
+func TestPassSeesShardsLeaveDuringIt(t *testing.T) {
+	const ns, ring, n = "shard-during", "during", 12
+	cfg, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.CloseIdleConnections)
+	// A namespace of its own: the assigner labels every object of the
+	// kind there that has no label of its ring.
+	nss, _ := client.For[corev1.Namespace](plain, client.Options{})
+	if _, err := nss.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leases, _ := client.For[coordinationv1.Lease](plain, client.Options{})
+	leases = leases.Namespace(ns)
+	for _, id := range []string{"stay", "gone"} {
+		holder, dur, now := id, int32(3600), metav1.NewMicroTime(time.Now())
+		if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: ring + "-" + id, Labels: map[string]string{RingLabel: ring}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &now},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cms, _ := client.For[corev1.ConfigMap](plain, client.Options{})
+	cms = cms.Namespace(ns)
+	for i := range n {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("during-%02d", i), Namespace: ns, Labels: map[string]string{Label(ring): "gone"}}}
+		if _, err := cms.Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members, err := NewMembers(leases, MembersOptions{Ring: ring, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, members.Start)
+	eventually(t, "both shards on the ring", func() bool { return slices.Equal(members.Ring().Members(), []string{"gone", "stay"}) })
+
+	hold := &holdFirstList{next: plain.HTTPClient().Transport, held: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(hold.let)
+	rc, err := rest.New(cfg, rest.Options{Transport: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.CloseIdleConnections)
+	log := &passLog{}
+	a, err := NewAssigner(rc, AssignerOptions{
+		Ring: ring, Members: members, Kinds: []schema.GroupKind{{Kind: "ConfigMap"}}, Mapper: discovery.MapperFor(rc),
+		Namespace: ns, Metrics: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a.Start)
+	select {
+	case <-hold.held:
+	case <-time.After(time.Minute):
+		t.Fatal("the assigner made no pass")
+	}
+	if err := leases.Delete(t.Context(), ring+"-gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ring without the shard that left", func() bool { return slices.Equal(members.Ring().Members(), []string{"stay"}) })
+	hold.let()
+	eventually(t, "every object on the shard that stays", func() bool {
+		l, err := cms.List(t.Context(), metav1.ListOptions{LabelSelector: Label(ring) + "=gone"})
+		return err == nil && len(l.Items) == 0
+	})
+	eventually(t, "a second pass", func() bool { return log.passes() >= 2 })
+	if got := log.movesBeforeSecondPass(); got != n {
+		t.Errorf("%d of the %d objects of the shard that left during the first pass moved in it, want all", got, n)
+	}
+}
+
+// holdFirstList holds the first list of ConfigMaps that selects no label
+// (a pass's; the watch of unassigned objects selects one) until let is
+// called; held is closed when it arrives.
+type holdFirstList struct {
+	next          http.RoundTripper
+	held, release chan struct{}
+	once, letOnce sync.Once
+}
+
+func (h *holdFirstList) RoundTrip(req *http.Request) (*http.Response, error) {
+	q := req.URL.Query()
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/configmaps") && q.Get("labelSelector") == "" && q.Get("watch") == "" {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.held)
+			select {
+			case <-h.release:
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		}
+	}
+	return h.next.RoundTrip(req)
+}
+
+func (h *holdFirstList) let() { h.letOnce.Do(func() { close(h.release) }) }
+
+// passLog counts the assigner's passes (one ConfigMap kind: one
+// ObserveObjects per pass) and the moves off shards that are gone made
+// before the second pass's listing ended.
+type passLog struct {
+	mu          sync.Mutex
+	n           int // passes whose listing has ended
+	movesBefore int // moves seen while n < 2
+}
+
+func (p *passLog) ObserveRing(string, int)            {}
+func (p *passLog) ObserveDrain(string, time.Duration) {}
+func (p *passLog) ObserveMove(_, reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if reason == "dead" && p.n < 2 {
+		p.movesBefore++
+	}
+}
+
+func (p *passLog) ObserveObjects(string, string, map[string]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+}
+
+func (p *passLog) passes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+func (p *passLog) movesBeforeSecondPass() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.movesBefore
 }
