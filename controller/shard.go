@@ -147,7 +147,7 @@ func (c *Controller[T]) followStray(ctx context.Context, s stray) error {
 }
 
 // maxReleases is the most releases a controller has in flight at once.
-const maxReleases = 16
+const maxReleases = 32
 
 // leaving reports whether obj, a cached object of a sharded controller,
 // must be released instead of reconciled: it was released already and

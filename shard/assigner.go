@@ -71,7 +71,7 @@ type AssignerOptions struct {
 	// again every second while moves it began are under way. Default 1 min.
 	SyncPeriod time.Duration
 	// Workers is the most label writes the assigner has in flight at once.
-	// Default 32: a move waits mostly on the API server's write latency.
+	// Default 64: a move waits mostly on the API server's write latency.
 	Workers int
 	// DrainAfter is how long after a ring change the assigner leaves the
 	// objects on a live shard that the ring gives to another to that
@@ -118,7 +118,7 @@ func NewAssigner(rc *rest.Client, opts AssignerOptions) (*Assigner, error) {
 		opts.SyncPeriod = time.Minute
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 32
+		opts.Workers = 64
 	}
 	if opts.DrainAfter <= 0 {
 		opts.DrainAfter = 30 * time.Second
