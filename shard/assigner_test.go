@@ -33,26 +33,7 @@ import (
 // that had not left yet, and the next pass moved them again.
 func TestPassWritesToTheRingOfTheMoment(t *testing.T) {
 	const ns, ring, n = "default", "moment", 40
-	cfg, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := rest.New(cfg, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(plain.CloseIdleConnections)
-	leases, _ := client.For[coordinationv1.Lease](plain, client.Options{})
-	leases = leases.Namespace(ns)
-	for _, id := range []string{"live", "leaving"} {
-		holder, dur, now := id, int32(3600), metav1.NewMicroTime(time.Now())
-		if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: ring + "-" + id, Labels: map[string]string{RingLabel: ring}},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &now},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg, plain, leases, members := liveShards(t, ns, ring, "live", "leaving")
 	cms, _ := client.For[corev1.ConfigMap](plain, client.Options{})
 	cms = cms.Namespace(ns)
 	// Objects on a shard with no Lease, half of which the ring with both
@@ -72,13 +53,6 @@ func TestPassWritesToTheRingOfTheMoment(t *testing.T) {
 		t.Fatalf("only %d of %d objects go to the leaving shard on the first ring; pick other names", toLeaving, n)
 	}
 
-	members, err := NewMembers(leases, MembersOptions{Ring: ring, Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, members.Start)
-	eventually(t, "both shards on the ring", func() bool { return slices.Equal(members.Ring().Members(), []string{"leaving", "live"}) })
-
 	hold := &holdFirstPatch{next: plain.HTTPClient().Transport, held: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(hold.let)
 	rc, err := rest.New(cfg, rest.Options{Transport: hold})
@@ -94,16 +68,7 @@ func TestPassWritesToTheRingOfTheMoment(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, a.Start)
-	select {
-	case <-hold.held:
-	case <-time.After(time.Minute):
-		t.Fatal("the assigner made no label write")
-	}
-	if err := leases.Delete(t.Context(), ring+"-leaving", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the ring without the shard that left", func() bool { return slices.Equal(members.Ring().Members(), []string{"live"}) })
-	hold.let()
+	leaveWhileHeld(t, hold.held, hold.let, leases, members, ring, "leaving", "live")
 	eventually(t, "every object on the shard live", func() bool {
 		l, err := cms.List(t.Context(), metav1.ListOptions{LabelSelector: Label(ring) + "!=live"})
 		return err == nil && len(l.Items) == 0
@@ -182,32 +147,9 @@ func (h *holdFirstPatch) sent() []string {
 // pass, which began only once this one had made all its writes.
 func TestPassSeesShardsLeaveDuringIt(t *testing.T) {
 	const ns, ring, n = "shard-during", "during", 12
-	cfg, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := rest.New(cfg, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(plain.CloseIdleConnections)
 	// A namespace of its own: the assigner labels every object of the
 	// kind there that has no label of its ring.
-	nss, _ := client.For[corev1.Namespace](plain, client.Options{})
-	if _, err := nss.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	leases, _ := client.For[coordinationv1.Lease](plain, client.Options{})
-	leases = leases.Namespace(ns)
-	for _, id := range []string{"stay", "gone"} {
-		holder, dur, now := id, int32(3600), metav1.NewMicroTime(time.Now())
-		if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: ring + "-" + id, Labels: map[string]string{RingLabel: ring}},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &now},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg, plain, leases, members := liveShards(t, ns, ring, "stay", "gone")
 	cms, _ := client.For[corev1.ConfigMap](plain, client.Options{})
 	cms = cms.Namespace(ns)
 	for i := range n {
@@ -216,13 +158,6 @@ func TestPassSeesShardsLeaveDuringIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	members, err := NewMembers(leases, MembersOptions{Ring: ring, Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, members.Start)
-	eventually(t, "both shards on the ring", func() bool { return slices.Equal(members.Ring().Members(), []string{"gone", "stay"}) })
-
 	hold := &holdFirstList{next: plain.HTTPClient().Transport, held: make(chan struct{}), release: make(chan struct{})}
 	t.Cleanup(hold.let)
 	rc, err := rest.New(cfg, rest.Options{Transport: hold})
@@ -239,16 +174,7 @@ func TestPassSeesShardsLeaveDuringIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, a.Start)
-	select {
-	case <-hold.held:
-	case <-time.After(time.Minute):
-		t.Fatal("the assigner made no pass")
-	}
-	if err := leases.Delete(t.Context(), ring+"-gone", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the ring without the shard that left", func() bool { return slices.Equal(members.Ring().Members(), []string{"stay"}) })
-	hold.let()
+	leaveWhileHeld(t, hold.held, hold.let, leases, members, ring, "gone", "stay")
 	eventually(t, "every object on the shard that stays", func() bool {
 		l, err := cms.List(t.Context(), metav1.ListOptions{LabelSelector: Label(ring) + "=gone"})
 		return err == nil && len(l.Items) == 0
@@ -322,4 +248,61 @@ func (p *passLog) movesBeforeSecondPass() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.movesBefore
+}
+
+// liveShards creates in ns (made first, unless it is "default")
+// hour-long Leases of ring for the shards ids, and returns the admin's config, a client on it, the Leases' client and
+// started Members that see every one of them live.
+func liveShards(t *testing.T, ns, ring string, ids ...string) (config.Config, *rest.Client, *client.Client[*coordinationv1.Lease], *Members) {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.CloseIdleConnections)
+	if ns != "default" {
+		nss, _ := client.For[corev1.Namespace](plain, client.Options{})
+		if _, err := nss.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases, _ := client.For[coordinationv1.Lease](plain, client.Options{})
+	leases = leases.Namespace(ns)
+	for _, id := range ids {
+		holder, dur, now := id, int32(3600), metav1.NewMicroTime(time.Now())
+		if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: ring + "-" + id, Labels: map[string]string{RingLabel: ring}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &now},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members, err := NewMembers(leases, MembersOptions{Ring: ring, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, members.Start)
+	eventually(t, "every shard on the ring", func() bool { return slices.Equal(members.Ring().Members(), slices.Sorted(slices.Values(ids))) })
+	return cfg, plain, leases, members
+}
+
+// leaveWhileHeld waits for held (the assigner's request held back), then
+// deletes the Lease of the shard gone, waits until members see only
+// stays, and calls let to let the request go.
+func leaveWhileHeld(t *testing.T, held <-chan struct{}, let func(), leases *client.Client[*coordinationv1.Lease], members *Members, ring, gone, stays string) {
+	t.Helper()
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the assigner sent nothing to hold")
+	}
+	if err := leases.Delete(t.Context(), ring+"-"+gone, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ring without the shard that left", func() bool { return slices.Equal(members.Ring().Members(), []string{stays}) })
+	let()
 }
