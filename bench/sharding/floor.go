@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loom-k8s/loom/client"
@@ -36,7 +38,9 @@ import (
 // JSON patch a move makes, through the metadata client, a set number of
 // writes at once. It runs with the workload's writes off, then on (the
 // Shelf updates, and the two ConfigMap updates each that the replicas'
-// reconciles would make).
+// reconciles would make). Last, it times the lists that the two new
+// shards of a hand-over by fixed hash buckets would make instead of the
+// writes.
 
 // FloorOptions configure the floor's run.
 type FloorOptions struct {
@@ -45,9 +49,14 @@ type FloorOptions struct {
 	Concurrency []int // writes in flight, one round each (with and without the workload)
 }
 
-// FloorRound is one round of the floor.
+// bucketLabel holds each object's fixed hash bucket in the floor's run.
+const bucketLabel = "floor.loom.dev/bucket"
+
+// FloorRound is one round of the floor: label writes, or (the last) the
+// lists a hand-over by buckets would make instead.
 type FloorRound struct {
 	Writes         int // label writes made, one per object that moves
+	Listed         int // objects listed by the new shards (the last round)
 	Concurrency    int
 	Workload       bool
 	WorkloadWrites int64 // the workload's writes during the round
@@ -87,9 +96,18 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
 	label := shard.Label("bench")
+	// bucket is a Shelf's fixed hash bucket, which its ConfigMaps carry
+	// too: what a hand-over by buckets would select on. With 255 buckets,
+	// a bucket's remainder by 3 is its Shelf's hash's, so the buckets
+	// whose remainder is 1 or 2 hold exactly the objects that move.
+	bucket := func(name string) uint32 {
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		return h.Sum32() % 255
+	}
 
 	// Every Shelf and its two ConfigMaps on shard "r1", as after the
-	// scenario's first step.
+	// scenario's first step, with their bucket.
 	type object struct {
 		c     *client.Client[*metav1.PartialObjectMetadata]
 		name  string
@@ -98,13 +116,14 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 	var objs []object
 	err = parallel(8, opts.Shelves, func(i int) error {
 		name := fmt.Sprintf("shelf-%05d", i)
-		shelf, err := r.meta.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+label+`":"r1"}}}`), metav1.PatchOptions{})
+		b := strconv.Itoa(int(bucket(name)))
+		shelf, err := r.meta.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+label+`":"r1","`+bucketLabel+`":"`+b+`"}}}`), metav1.PatchOptions{})
 		if err != nil {
 			return err
 		}
 		for _, suffix := range []string{"-a", "-b"} {
 			_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-				Name: name + suffix, Labels: map[string]string{label: "r1"},
+				Name: name + suffix, Labels: map[string]string{label: "r1", bucketLabel: b},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "bench.loom.dev/v1", Kind: "Shelf", Name: name, UID: shelf.UID, Controller: new(true)}},
 			}, Data: map[string]string{"value": "v" + strconv.Itoa(i)}}, metav1.CreateOptions{})
 			if err != nil {
@@ -118,9 +137,7 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 	}
 	for i := range opts.Shelves {
 		name := fmt.Sprintf("shelf-%05d", i)
-		h := fnv.New32a()
-		h.Write([]byte(name))
-		moves := h.Sum32()%3 != 0 // two in three, as 1 -> 3 moves
+		moves := bucket(name)%3 != 0 // two in three, as 1 -> 3 moves
 		objs = append(objs, object{r.meta, name, moves}, object{r.cmMeta, name + "-a", moves}, object{r.cmMeta, name + "-b", moves})
 	}
 	var moving []object
@@ -198,6 +215,45 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 			}
 		}
 	}
+
+	// What a hand-over by buckets would read instead: the two new shards
+	// each list, whole, the Shelves and ConfigMaps of their buckets, at
+	// the same time, beside the workload. Nothing is written; the shards'
+	// decoding is the driver's here.
+	workload.Store(true)
+	time.Sleep(2 * time.Second)
+	before := r.cpuSnapshot()
+	t0 := time.Now()
+	var listed atomic.Int64
+	err = parallel(2, 2, func(i int) error {
+		var in []string
+		for b := i + 1; b < 255; b += 3 {
+			in = append(in, strconv.Itoa(b))
+		}
+		sel := metav1.ListOptions{LabelSelector: bucketLabel + " in (" + strings.Join(in, ",") + ")", Limit: 500}
+		var shelves, configMaps int // a list that starts again counts again
+		if err := r.shelves.Pages(ctx, sel, func() { shelves = 0 }, func(l *client.List[*unstructured.Unstructured]) error {
+			shelves += len(l.Items)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := cms.Pages(ctx, sel, func() { configMaps = 0 }, func(l *client.List[*corev1.ConfigMap]) error {
+			configMaps += len(l.Items)
+			return nil
+		}); err != nil {
+			return err
+		}
+		listed.Add(int64(shelves + configMaps))
+		return nil
+	})
+	d := time.Since(t0)
+	workload.Store(false)
+	if err != nil {
+		return rounds, err
+	}
+	rounds = append(rounds, FloorRound{Listed: int(listed.Load()), Workload: true, Took: d})
+	out("%6d objects listed whole by two new shards at once, by bucket, workload on: %6.2f s\n    %s\n", listed.Load(), d.Seconds(), cpuLine(before, r.cpuSnapshot(), d))
 	return rounds, nil
 }
 

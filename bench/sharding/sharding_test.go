@@ -77,17 +77,21 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // TestFloor runs the floor's rounds on a few Shelves: every label write
-// must land (each round's writes test what the round before wrote), and
-// the workload must write during its rounds.
+// must land (each round's writes test what the round before wrote), the
+// workload must write during its rounds, and the lists by bucket must
+// find exactly the objects that move.
 func TestFloor(t *testing.T) {
 	rounds, err := Floor(t.Context(), FloorOptions{Shelves: 30, UpdateRate: 20, Concurrency: []int{4}}, func(f string, a ...any) { t.Logf(f, a...) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rounds) != 2 {
-		t.Fatalf("%d rounds, want 2 (the workload off, then on)", len(rounds))
+	if len(rounds) != 3 {
+		t.Fatalf("%d rounds, want 3 (writes with the workload off, then on; then the lists by bucket)", len(rounds))
 	}
-	for _, r := range rounds {
+	if got, want := rounds[2].Listed, rounds[0].Writes; got != want {
+		t.Errorf("the new shards listed %d objects by bucket, want the %d that move", got, want)
+	}
+	for _, r := range rounds[:2] {
 		if r.Writes == 0 || r.Writes%3 != 0 {
 			t.Errorf("%d label writes in a round, want a Shelf and its two ConfigMaps for each Shelf that moves", r.Writes)
 		}
