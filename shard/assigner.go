@@ -285,19 +285,6 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState, askDrain bool) 
 	if len(ring.Members()) == 0 {
 		return false, nil
 	}
-	// Each page is judged by the ring of the moment it arrives, not the
-	// one the pass began with: replicas that stop together leave one
-	// after another, and a pass begun after the first left would
-	// otherwise count the others live until its end, and leave their
-	// objects to the next pass.
-	var live map[string]bool
-	look := func() {
-		ring = a.opts.Members.Ring()
-		live = map[string]bool{}
-		for _, m := range ring.Members() {
-			live[m] = true
-		}
-	}
 	sharded := map[schema.GroupKind]bool{}
 	for _, k := range kinds {
 		sharded[k.gk] = true
@@ -322,7 +309,12 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState, askDrain bool) 
 			c = c.Namespace(a.opts.Namespace)
 		}
 		err := c.Pages(ctx, metav1.ListOptions{Limit: 500}, func() { clear(perShard) }, func(page *client.List[*metav1.PartialObjectMetadata]) error {
-			look()
+			// Each page is judged by the ring of the moment it arrives,
+			// not the one the pass began with: replicas that stop
+			// together leave one after another, and a pass begun after
+			// the first left would otherwise count the others live until
+			// its end, and leave their objects to the next pass.
+			ring = a.opts.Members.Ring()
 			for _, o := range page.Items {
 				have := o.Labels[label]
 				perShard[have]++
@@ -335,7 +327,7 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState, askDrain bool) 
 					continue
 				}
 				owned := ownedBySharded(o, sharded)
-				if !live[have] {
+				if !ring.Has(have) {
 					if owned {
 						w.do(func() error { return a.moveNow(ctx, k, o, have, isDraining, "dead") })
 					} else {
