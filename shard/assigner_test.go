@@ -251,8 +251,9 @@ func (p *passLog) movesBeforeSecondPass() int {
 }
 
 // liveShards creates in ns (made first, unless it is "default")
-// hour-long Leases of ring for the shards ids, and returns the admin's config, a client on it, the Leases' client and
-// started Members that see every one of them live.
+// hour-long Leases of ring for the shards ids. It returns the admin's
+// config, a client on it, the Leases' client, and started Members that
+// see every one of the shards live.
 func liveShards(t *testing.T, ns, ring string, ids ...string) (config.Config, *rest.Client, *client.Client[*coordinationv1.Lease], *Members) {
 	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Path: shared.Env(t).KubeconfigPath})

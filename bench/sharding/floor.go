@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -33,8 +34,8 @@ import (
 //
 // The objects are the scenario's: Shelves, each owning two ConfigMaps,
 // all labelled for one shard. Each round moves the objects that 1 -> 3
-// moves (two in three Shelves, and their ConfigMaps: 10,200 objects with
-// 5,000 Shelves) to another shard and back, with the same conditional
+// moves (two in three Shelves by their hash, and their ConfigMaps: 9,990
+// objects with 5,000 Shelves) to another shard and back, with the same conditional
 // JSON patch a move makes, through the metadata client, a set number of
 // writes at once. It runs with the workload's writes off, then on (the
 // Shelf updates, and the two ConfigMap updates each that the replicas'
@@ -109,11 +110,9 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 	// Every Shelf and its two ConfigMaps on shard "r1", as after the
 	// scenario's first step, with their bucket.
 	type object struct {
-		c     *client.Client[*metav1.PartialObjectMetadata]
-		name  string
-		moves bool
+		c    *client.Client[*metav1.PartialObjectMetadata]
+		name string
 	}
-	var objs []object
 	err = parallel(8, opts.Shelves, func(i int) error {
 		name := fmt.Sprintf("shelf-%05d", i)
 		b := strconv.Itoa(int(bucket(name)))
@@ -135,15 +134,10 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 	if err != nil {
 		return nil, err
 	}
+	var moving []object // two in three Shelves, as 1 -> 3 moves, and their ConfigMaps
 	for i := range opts.Shelves {
-		name := fmt.Sprintf("shelf-%05d", i)
-		moves := bucket(name)%3 != 0 // two in three, as 1 -> 3 moves
-		objs = append(objs, object{r.meta, name, moves}, object{r.cmMeta, name + "-a", moves}, object{r.cmMeta, name + "-b", moves})
-	}
-	var moving []object
-	for _, o := range objs {
-		if o.moves {
-			moving = append(moving, o)
+		if name := fmt.Sprintf("shelf-%05d", i); bucket(name)%3 != 0 {
+			moving = append(moving, object{r.meta, name}, object{r.cmMeta, name + "-a"}, object{r.cmMeta, name + "-b"})
 		}
 	}
 
@@ -179,19 +173,36 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 		}
 	}()
 
+	// start turns the workload on and waits until it has made a few
+	// writes, so that it runs at its pace when a round starts.
+	start := func() error {
+		w := workloadWrites.Load()
+		workload.Store(true)
+		for deadline := time.Now().Add(time.Minute); workloadWrites.Load() < w+6; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return errors.New("the workload made no write in a minute")
+			}
+		}
+		return nil
+	}
+
+	path := "/metadata/labels/" + strings.ReplaceAll(label, "/", "~1") // a JSON pointer
 	from, to := "r1", "r2"
 	var rounds []FloorRound
 	round := func(withWorkload bool, concurrency int) error {
-		workload.Store(withWorkload)
 		defer workload.Store(false)
-		time.Sleep(2 * time.Second) // the workload reaches its pace
+		if withWorkload {
+			if err := start(); err != nil {
+				return err
+			}
+		}
 		before := r.cpuSnapshot()
 		w0 := workloadWrites.Load()
 		t0 := time.Now()
 		have, want := from, to
 		err := parallel(concurrency, len(moving), func(i int) error {
 			o := moving[i]
-			patch := `[{"op":"test","path":"/metadata/labels/shard.loom.dev~1bench","value":"` + have + `"},{"op":"replace","path":"/metadata/labels/shard.loom.dev~1bench","value":"` + want + `"}]`
+			patch := `[{"op":"test","path":"` + path + `","value":"` + have + `"},{"op":"replace","path":"` + path + `","value":"` + want + `"}]`
 			_, err := o.c.Patch(ctx, o.name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
 			return err
 		})
@@ -220,8 +231,9 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 	// each list, whole, the Shelves and ConfigMaps of their buckets, at
 	// the same time, beside the workload. Nothing is written; the shards'
 	// decoding is the driver's here.
-	workload.Store(true)
-	time.Sleep(2 * time.Second)
+	if err := start(); err != nil {
+		return rounds, err
+	}
 	before := r.cpuSnapshot()
 	t0 := time.Now()
 	var listed atomic.Int64
