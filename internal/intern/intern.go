@@ -225,9 +225,13 @@ func (t *Table) MetBefore(k Key) bool {
 		r = t.recent.Load()
 	}
 	// The fingerprint comes from the bytes' other hash and the type, and
-	// is 1 to 255: 0 is the empty slot.
-	fp := uint32((k.a^uint64(uintptr(k.typ)))%255) + 1
-	i := k.b % recentSlots
+	// is 1 to 255: 0 is the empty slot. The slot too depends on the type:
+	// the same bytes decoded as a struct and as a map (a Deployment's
+	// labels, typed and unstructured) are different keys, and in one
+	// slot each would pass for the other one time in 255.
+	typ := uint64(uintptr(k.typ))
+	fp := uint32((k.a^typ)%255) + 1
+	i := (k.b ^ typ*0x9e3779b97f4a7c15) % recentSlots
 	w, shift := &r[i/4], 8*(i%4)
 	for {
 		old := w.Load()
