@@ -135,3 +135,48 @@ func TestHashIsFixed(t *testing.T) {
 		}
 	}
 }
+
+// TestRingBuckets checks that every bucket has one owner, that Buckets
+// lists each member's buckets, and that a key goes to its bucket's owner.
+func TestRingBuckets(t *testing.T) {
+	r := NewRing(members(3), RingOptions{})
+	seen := make([]int, Buckets)
+	for _, m := range r.Members() {
+		bs := r.Buckets(m)
+		if len(bs) == 0 {
+			t.Fatalf("%s owns no bucket", m)
+		}
+		for _, b := range bs {
+			seen[b]++
+			if o, _ := r.Owner(b); o != m {
+				t.Fatalf("Buckets(%s) has %d, whose owner is %s", m, b, o)
+			}
+		}
+	}
+	for b, n := range seen {
+		if n != 1 {
+			t.Fatalf("bucket %d listed %d times", b, n)
+		}
+	}
+	for _, k := range keys(500) {
+		b := Bucket(k)
+		if b < 0 || b >= Buckets {
+			t.Fatalf("Bucket(%q) = %d", k, b)
+		}
+		s, _ := r.Shard(k)
+		if o, _ := r.Owner(b); o != s {
+			t.Fatalf("%s: Shard says %s, its bucket's owner is %s", k, s, o)
+		}
+	}
+	for _, b := range []int{-1, Buckets} {
+		if _, ok := r.Owner(b); ok {
+			t.Errorf("Owner(%d) reports an owner", b)
+		}
+	}
+	if bs := r.Buckets("stranger"); bs != nil {
+		t.Errorf("Buckets(stranger) = %v", bs)
+	}
+	if _, ok := NewRing(nil, RingOptions{}).Owner(0); ok {
+		t.Error("an empty ring owns a bucket")
+	}
+}
