@@ -72,6 +72,14 @@ type DeltaFIFO[T any] struct {
 	// was listed.
 	replacing bool
 	listed    map[string]struct{}
+
+	marks []fifoMark // see popped
+}
+
+// fifoMark is closed once left more keys have been popped and processed.
+type fifoMark struct {
+	left int
+	ch   chan struct{}
 }
 
 var _ Queue[int] = (*DeltaFIFO[int])(nil)
@@ -385,10 +393,41 @@ func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas 
 	if f.initial > 0 {
 		f.initial--
 	}
-	if err := process(key, deltas); err != nil {
+	err := process(key, deltas)
+	f.countMarksLocked()
+	if err != nil {
 		return &ProcessError{Key: key, Err: err}
 	}
 	return nil
+}
+
+// popped returns a channel that is closed once every key queued now has
+// been popped and processed: a key queued again later keeps its place, so
+// that is once as many keys as are queued now have been.
+func (f *DeltaFIFO[T]) popped() <-chan struct{} {
+	ch := make(chan struct{})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.queue) == 0 {
+		close(ch)
+		return ch
+	}
+	f.marks = append(f.marks, fifoMark{left: len(f.queue), ch: ch})
+	return ch
+}
+
+// countMarksLocked counts a pop against the marks. The caller holds mu.
+func (f *DeltaFIFO[T]) countMarksLocked() {
+	kept := f.marks[:0]
+	for _, m := range f.marks {
+		if m.left--; m.left == 0 {
+			close(m.ch)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(f.marks[len(kept):])
+	f.marks = kept
 }
 
 // HasSynced reports whether the first Replace has happened and every key

@@ -80,7 +80,9 @@ type FactoryOptions struct {
 	// manager narrows the informers of its sharded kinds to its shard's
 	// objects this way. The kind is the Go type's, or, for unstructured
 	// and metadata-only informers, that of InformerForOptions.Resource.
-	// Default nil.
+	// It is called at every list and watch: after what it returns for a
+	// kind changes, [Factory.Relist] makes the informers of that kind
+	// follow. Default nil.
 	KindSelector func(gk schema.GroupKind) string
 	// Logger receives the informers' messages. Nil means discard.
 	Logger *slog.Logger
@@ -163,6 +165,8 @@ func (k informerKey) String() string {
 
 type factoryEntry struct {
 	inf     Runner
+	gk      schema.GroupKind                // the kind of its objects, if known
+	relist  func(ctx context.Context) error // the informer's Relist
 	started bool
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when Start has returned
@@ -219,19 +223,17 @@ func InformerFor[E any, T interface {
 		return nil, fmt.Errorf("cache: InformerFor: %w", err)
 	}
 	lwo := ListWatchOptions{Namespace: cmp.Or(opts.Namespace, f.opts.Namespace), LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector}
-	if f.opts.KindSelector != nil {
-		gk := opts.Resource.Kind.GroupKind()
-		if gk.Kind == "" {
-			if gvk, ok := client.KindOf(T(new(E)), f.opts.Client.Scheme); ok {
-				gk = gvk.GroupKind()
-			}
-		}
-		if sel := f.opts.KindSelector(gk); sel != "" && gk.Kind != "" {
-			lwo.LabelSelector = strings.TrimPrefix(lwo.LabelSelector+","+sel, ",")
-		}
-	}
 	if f.opts.TweakListOptions != nil {
 		f.opts.TweakListOptions(&lwo)
+	}
+	gk := opts.Resource.Kind.GroupKind()
+	if gk.Kind == "" {
+		if gvk, ok := client.KindOf(T(new(E)), f.opts.Client.Scheme); ok {
+			gk = gvk.GroupKind()
+		}
+	}
+	if ks := f.opts.KindSelector; ks != nil && gk.Kind != "" {
+		lwo.LabelSelectorFunc = func() string { return ks(gk) }
 	}
 	key := informerKey{
 		typ:       reflect.TypeFor[T](),
@@ -280,7 +282,7 @@ func InformerFor[E any, T interface {
 		Sharing:           f.opts.Sharing,
 		DropManagedFields: f.opts.DropManagedFields,
 	})
-	e := &factoryEntry{inf: inf}
+	e := &factoryEntry{inf: inf, gk: gk, relist: inf.Relist}
 	f.informers[key] = e
 	if f.runCtx != nil {
 		f.startLocked(e)
@@ -392,6 +394,36 @@ func (f *Factory) StopInformer(inf Runner) bool {
 		<-found.done
 	}
 	return true
+}
+
+// Relist makes every running informer of objects of the kinds gks list
+// again, as [Informer.Relist] does, and waits until all of their caches
+// hold what their lists found: the informers call KindSelector again (see
+// FactoryOptions.KindSelector). An informer that has not started yet
+// lists with the new selector when it starts. It returns the first error
+// of an informer's Relist (ctx's, or ErrStopped for an informer that
+// stopped meanwhile), after all have returned.
+func (f *Factory) Relist(ctx context.Context, gks ...schema.GroupKind) error {
+	f.mu.Lock()
+	var relists []func(context.Context) error
+	for _, e := range f.informers {
+		if e.started && e.relist != nil && slices.Contains(gks, e.gk) {
+			relists = append(relists, e.relist)
+		}
+	}
+	f.mu.Unlock()
+	errs := make([]error, len(relists))
+	var wg sync.WaitGroup
+	for n, relist := range relists {
+		wg.Go(func() { errs[n] = relist(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Shutdown stops every informer of the factory and waits until all of

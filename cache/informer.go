@@ -314,6 +314,41 @@ func (i *Informer[T]) HasSynced() bool {
 	return i.synced
 }
 
+// Relist makes the informer list again at once and waits until the cache
+// holds what that list found: objects that no longer match the
+// ListerWatcher's selectors have left it (handlers see them deleted) and
+// those that newly match have come in (handlers see them added). It is
+// for a ListerWatcher whose selectors change (see
+// ListWatchOptions.LabelSelectorFunc and FactoryOptions.KindSelector).
+// Before Start, it waits for the first list. It returns ctx's error if
+// ctx ends first, and an error wrapping ErrStopped if the informer has
+// stopped or stops first.
+func (i *Informer[T]) Relist(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	i.mu.Lock()
+	var stopped <-chan struct{} // nil, never ready, until Start
+	if i.runCtx != nil {
+		stopped = i.runCtx.Done()
+	}
+	state := i.state
+	i.mu.Unlock()
+	if state == stateStopped {
+		return fmt.Errorf("cache: informer %s: Relist: %w", i.name, ErrStopped)
+	}
+	for _, wait := range []func() <-chan struct{}{i.refl.Relist, i.fifo.popped} {
+		select {
+		case <-wait():
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stopped:
+			return fmt.Errorf("cache: informer %s: Relist: %w", i.name, ErrStopped)
+		}
+	}
+	return nil
+}
+
 // LastError returns why the informer is not keeping up, or nil:
 //
 //   - once Start has returned, an error wrapping [ErrStopped] (the

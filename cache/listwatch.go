@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -33,6 +34,12 @@ type ListWatchOptions struct {
 	// LabelSelector and FieldSelector filter objects on the server.
 	LabelSelector string
 	FieldSelector string
+	// LabelSelectorFunc, when set, is called at every list and watch, and
+	// the selector it returns ("" for none) is added to LabelSelector:
+	// for a selection that changes while the informer runs, such as a
+	// shard's. After what it returns changes, call the informer's Relist,
+	// so that the cache follows. Default nil.
+	LabelSelectorFunc func() string
 }
 
 // ListWatch returns the ListerWatcher of a client (scoped to its
@@ -49,6 +56,11 @@ type clientLW[T client.Object] struct {
 func (lw clientLW[T]) with(o metav1.ListOptions) metav1.ListOptions {
 	if lw.opts.LabelSelector != "" {
 		o.LabelSelector = lw.opts.LabelSelector
+	}
+	if lw.opts.LabelSelectorFunc != nil {
+		if sel := lw.opts.LabelSelectorFunc(); sel != "" {
+			o.LabelSelector = strings.TrimPrefix(lw.opts.LabelSelector+","+sel, ",")
+		}
 	}
 	if lw.opts.FieldSelector != "" {
 		o.FieldSelector = lw.opts.FieldSelector

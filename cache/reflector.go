@@ -111,6 +111,14 @@ type Reflector[T client.Object] struct {
 	noStream bool // the server refused streaming lists
 	stats    ReflectorStats
 
+	// relistAsked says that Relist was called since the current round
+	// began; cancelRound ends that round. waiting are the channels of
+	// Relist calls that no list has begun to serve; filling those of the
+	// calls that the list under way (or the next) serves.
+	relistAsked      bool
+	cancelRound      context.CancelFunc
+	waiting, filling []chan struct{}
+
 	// progressed says whether the current round's watch moved the
 	// resourceVersion on or lived for minProgress, and filled whether it
 	// replaced the store's contents with a full list; only Run's goroutine
@@ -211,6 +219,25 @@ func (e *ReflectorError) Error() string {
 
 func (e *ReflectorError) Unwrap() error { return e.Err }
 
+// Relist makes the reflector list again at once, ending the list or
+// watch under way, as after 410 Gone: for a ListerWatcher whose selectors
+// changed (see ListWatchOptions.LabelSelectorFunc). The list replaces the
+// store's contents, so the objects that no longer match leave it. The
+// channel returned is closed once a list that began after the call has
+// been written to the store; it is never closed if Run has ended or does
+// not run.
+func (r *Reflector[T]) Relist() <-chan struct{} {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting = append(r.waiting, ch)
+	r.relistAsked = true
+	if r.cancelRound != nil {
+		r.cancelRound()
+	}
+	return ch
+}
+
 // Run lists and watches until ctx ends; it then returns nil. It returns an
 // error only if the store refuses a write (a key function failing), which
 // retrying cannot fix.
@@ -219,9 +246,16 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 	relist := true
 	for ctx.Err() == nil {
 		r.progressed, r.filled = false, false
+		round, cancel := context.WithCancel(ctx)
+		r.mu.Lock()
+		if r.relistAsked {
+			relist, r.relistAsked = true, false
+		}
+		r.cancelRound = cancel
+		r.mu.Unlock()
 		var err error
 		if relist {
-			err = r.fill(ctx)
+			err = r.fill(round)
 			if r.filled {
 				// A streaming list goes on as a watch: if that watch
 				// breaks later, it resumes rather than lists again.
@@ -229,13 +263,22 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 			}
 		}
 		if err == nil {
-			err = r.watch(ctx)
+			err = r.watch(round)
 		}
+		cancel()
+		r.mu.Lock()
+		r.cancelRound = nil
+		asked := r.relistAsked
+		r.mu.Unlock()
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, errStore):
 			return err
+		case asked:
+			// Relist ended the round: list again at once.
+			relist, failures = true, 0
+			continue
 		case errors.Is(err, errRelist):
 			relist = true
 		}
@@ -262,6 +305,15 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 		failures++
 	}
 	return nil
+}
+
+// servedLocked closes the channels of the Relist calls that the list just
+// written to the store served. The caller holds mu.
+func (r *Reflector[T]) servedLocked() {
+	for _, ch := range r.filling {
+		close(ch)
+	}
+	r.filling = nil
 }
 
 // errStore marks a write the store refused.
@@ -361,6 +413,8 @@ func (r *Reflector[T]) sleep(ctx context.Context, d time.Duration) bool {
 func (r *Reflector[T]) fill(ctx context.Context) error {
 	r.mu.Lock()
 	stream := !r.noStream
+	r.filling = append(r.filling, r.waiting...)
+	r.waiting = nil
 	r.mu.Unlock()
 	if stream {
 		err := r.streamingList(ctx)
@@ -424,6 +478,7 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 	r.mu.Lock()
 	r.rv, r.synced, r.lastErr, r.filled = rv, true, nil, true
 	r.stats.Lists++
+	r.servedLocked()
 	r.mu.Unlock()
 	r.log.Debug("listed", "objects", n, "resourceVersion", rv)
 	return nil
@@ -532,6 +587,7 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 		r.rv, r.synced, r.lastErr, r.progressed, r.filled = ev.Object.GetResourceVersion(), true, nil, true, true
 		r.stats.Lists++
 		r.stats.StreamingLists++
+		r.servedLocked()
 		r.mu.Unlock()
 		r.log.Debug("streamed list", "objects", n, "resourceVersion", ev.Object.GetResourceVersion())
 		return r.apply(ctx, w)

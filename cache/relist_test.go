@@ -1,0 +1,143 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/client"
+)
+
+// selectingLW lists the ConfigMaps of the group its selector names at
+// the time of the call, and holds each watch open, with no events, until
+// its context ends. It counts the watches that ended.
+type selectingLW struct {
+	selector atomic.Value // string: a key of groups
+	groups   map[string][]*corev1.ConfigMap
+	lists    atomic.Int32
+	ended    atomic.Int32
+	listed   chan string // receives the selector of each list, if not nil
+}
+
+func (l *selectingLW) List(ctx context.Context, _ metav1.ListOptions) (*client.List[*corev1.ConfigMap], error) {
+	sel := l.selector.Load().(string)
+	l.lists.Add(1)
+	if l.listed != nil {
+		l.listed <- sel
+	}
+	var items []*corev1.ConfigMap
+	for _, o := range l.groups[sel] {
+		items = append(items, o.DeepCopy())
+	}
+	return &client.List[*corev1.ConfigMap]{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: items}, nil
+}
+
+func (l *selectingLW) Watch(ctx context.Context, _ metav1.ListOptions) (cache.Watch[*corev1.ConfigMap], error) {
+	<-ctx.Done()
+	l.ended.Add(1)
+	return nil, ctx.Err()
+}
+
+func cachedNames(inf *cache.Informer[*corev1.ConfigMap]) []string {
+	var names []string
+	for _, o := range inf.Indexer().List() {
+		names = append(names, o.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestRelistFollowsTheSelector checks that Relist ends the watch under
+// way, lists with the selector of the moment, and returns once the cache
+// holds exactly what that list found, the handlers being told of what
+// left and what came, and nothing of what stayed the same.
+func TestRelistFollowsTheSelector(t *testing.T) {
+	lw := &selectingLW{groups: map[string][]*corev1.ConfigMap{
+		"a": {cm("a1", "1"), cm("a2", "2"), cm("both", "3")},
+		"b": {cm("b1", "4"), cm("both", "3")},
+	}}
+	lw.selector.Store("a")
+	inf := cache.NewInformer[*corev1.ConfigMap](lw, quiet())
+	var mu sync.Mutex
+	var seen []string
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add:    func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "add "+o.Name); mu.Unlock() },
+		Update: func(_, o *corev1.ConfigMap) { mu.Lock(); seen = append(seen, "update "+o.Name); mu.Unlock() },
+		Delete: func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "delete "+o.Name); mu.Unlock() },
+	}, cache.HandlerOptions{Inline: true}); err != nil {
+		t.Fatal(err)
+	}
+	stop := startSynced(t.Context(), t, inf)
+	if got := cachedNames(inf); !slices.Equal(got, []string{"a1", "a2", "both"}) {
+		t.Fatalf("first list cached %v", got)
+	}
+	lw.selector.Store("b")
+	if err := inf.Relist(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := cachedNames(inf); !slices.Equal(got, []string{"b1", "both"}) {
+		t.Errorf("after Relist the cache holds %v, want [b1 both]", got)
+	}
+	if n := lw.lists.Load(); n != 2 {
+		t.Errorf("%d lists, want 2", n)
+	}
+	if n := lw.ended.Load(); n != 1 {
+		t.Errorf("%d watches ended, want 1: Relist ends the watch under way", n)
+	}
+	mu.Lock()
+	got := slices.Clone(seen[3:])
+	mu.Unlock()
+	slices.Sort(got)
+	// "both" is listed again unchanged: its handlers hear nothing of it.
+	want := []string{"add b1", "delete a1", "delete a2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("after Relist the handler saw %v, want %v", got, want)
+	}
+	stop()
+	if err := inf.Relist(t.Context()); !errors.Is(err, cache.ErrStopped) {
+		t.Errorf("Relist of a stopped informer = %v, want ErrStopped", err)
+	}
+}
+
+// TestRelistsMeetInOneList checks that Relist calls made while a list is
+// under way wait for a list that began after them, and that calls made
+// together may share one.
+func TestRelistsMeetInOneList(t *testing.T) {
+	lw := &selectingLW{groups: map[string][]*corev1.ConfigMap{
+		"a": {cm("a1", "1")}, "b": {cm("b1", "2")}, "c": {cm("c1", "3")},
+	}, listed: make(chan string, 16)}
+	lw.selector.Store("a")
+	inf := cache.NewInformer[*corev1.ConfigMap](lw, quiet())
+	stop := startSynced(t.Context(), t, inf)
+	defer stop()
+	<-lw.listed
+	lw.selector.Store("b")
+	errs := make(chan error, 2)
+	go func() { errs <- inf.Relist(t.Context()) }()
+	if sel := <-lw.listed; sel != "b" {
+		t.Fatalf("relisted with %q", sel)
+	}
+	// A second change, while (or after) the first relist lists.
+	lw.selector.Store("c")
+	go func() { errs <- inf.Relist(t.Context()) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cachedNames(inf); !slices.Equal(got, []string{"c1"}) {
+		t.Errorf("after both Relists the cache holds %v, want [c1]", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := inf.Relist(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Relist with an ended context = %v", err)
+	}
+}
