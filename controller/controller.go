@@ -132,7 +132,6 @@ type Controller[T client.Object] struct {
 	released     sync.Map                // Request -> resourceVersion of the cached object released
 	releaseSlots chan struct{}           // bounds the releases in flight (maxReleases)
 	releases     sync.WaitGroup          // Start waits for them
-	strays       *workqueue.Queue[stray] // owned objects to move after their owner (see stray)
 }
 
 // New returns a controller that reconciles the objects of type T (as in
@@ -182,9 +181,9 @@ func New[E any, T interface {
 		c.kind = gvk
 	}
 	if opts.Shard != nil && opts.Shard.Sharded(c.kind.GroupKind()) {
+		opts.Shard.Reconciles(c.kind.GroupKind())
 		c.shard = opts.Shard
 		c.releaseSlots = make(chan struct{}, maxReleases)
-		c.strays = workqueue.New(workqueue.Options[stray]{Name: c.name + "-strays"})
 	}
 	if err := mgr.Add(c); err != nil {
 		errs = append(errs, err)
@@ -278,9 +277,6 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	}
 
 	defer c.queue.ShutDown()
-	if c.strays != nil {
-		defer c.strays.ShutDown()
-	}
 	if err := cache.WaitForCacheSync(ctx, synced...); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the sources synced
@@ -291,9 +287,6 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if c.shard != nil {
 		wg.Go(func() { c.watchRing(ctx) })
-		for range strayWorkers {
-			wg.Go(func() { c.followStrays(ctx) })
-		}
 	}
 	for range c.opts.Workers {
 		wg.Go(func() {
@@ -303,9 +296,6 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	c.queue.ShutDown()
-	if c.strays != nil {
-		c.strays.ShutDown()
-	}
 	wg.Wait()
 	c.releases.Wait()
 	c.tracer.flush()
@@ -398,6 +388,12 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 		}
 		if release || skip {
 			return Result{}, false, nil
+		}
+		if !c.shard.Covers(c.kind.GroupKind(), obj) {
+			// The objects it owns of the kinds selected by bucket are
+			// not all in this shard's caches yet: they are being listed
+			// after a ring change.
+			return Result{RequeueAfter: coverWait}, false, nil
 		}
 	}
 	if c.opts.Timeout > 0 {

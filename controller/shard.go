@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
@@ -40,111 +40,16 @@ func (c *Controller[T]) indexOwned(src Source) error {
 	if err != nil && !errors.Is(err, cache.ErrIndexExists) { // another sharded controller owns from src too
 		return err
 	}
-	// kind says whether src's kind is sharded, once a stray has been
-	// looked at: an unsharded owned kind (which every shard caches whole)
-	// has no strays, and its events need no more looking at.
-	kind := new(atomic.Int32)
-	late := func(obj client.Object) {
-		if kind.Load() != kindUnsharded && c.strayed(obj) {
-			c.strays.Add(stray{src: o, kind: kind, obj: obj})
-		}
-	}
-	if _, err := src.AddObjectHandler(cache.HandlerFuncs[client.Object]{
-		Add:    func(obj client.Object, _ bool) { late(obj) },
-		Update: func(_, obj client.Object) { late(obj) },
-	}, cache.HandlerOptions{Inline: true}); err != nil {
-		return err
-	}
 	c.mu.Lock()
 	c.owned = append(c.owned, o)
 	c.mu.Unlock()
 	return nil
 }
 
-// stray is an owned object that reached this shard's cache after its
-// owner began to leave: the release of the owner, which takes along what
-// it owns, may have looked before the object was there. The reconcile
-// that created it can run just before the release, for one; its watch
-// event can come after.
-type stray struct {
-	src  ownedSource
-	kind *atomic.Int32 // kindSharded, kindUnsharded, or 0 before src's resource is known
-	obj  client.Object
-}
-
-const (
-	kindSharded = 1 + iota
-	kindUnsharded
-)
-
-// strayed reports whether obj, an object of an owned source, is a stray:
-// its shard on the ring is another one (its owner's), and its owner is no
-// longer cached here, or is being released. Otherwise its owner's release
-// takes it along, or it stays. It runs on the informer's goroutine.
-func (c *Controller[T]) strayed(obj client.Object) bool {
-	req, ref, ok := c.owner(obj)
-	if !ok {
-		return false
-	}
-	if _, elsewhere := c.shard.Next(c.kind.GroupKind(), obj); !elsewhere {
-		return false
-	}
-	owner, ok := c.primary.Lister().Namespace(req.Namespace).Get(req.Name)
-	if !ok || owner.GetUID() != ref.UID {
-		return true
-	}
-	_, released := c.released.Load(req)
-	return released
-}
-
-// strayWorkers is how many strays a controller moves at once.
-const strayWorkers = 4
-
-// maxStrayTries is how often a stray's move is tried before it is left to
-// the leader's next pass.
-const maxStrayTries = 5
-
-// followStrays moves strays after their owners until the queue shuts down.
-func (c *Controller[T]) followStrays(ctx context.Context) {
-	for {
-		s, ok := c.strays.Get()
-		if !ok {
-			return
-		}
-		err := c.followStray(ctx, s)
-		switch {
-		case err != nil && ctx.Err() == nil && c.strays.NumRequeues(s) < maxStrayTries:
-			c.strays.AddRateLimited(s)
-		case err != nil && ctx.Err() == nil:
-			c.log.Error("could not move an owned object to its owner's new shard; the leader's next pass will", "object", s.obj.GetNamespace()+"/"+s.obj.GetName(), "err", err)
-			c.strays.Forget(s)
-		default:
-			c.strays.Forget(s)
-		}
-		c.strays.Done(s)
-	}
-}
-
-// followStray moves s to its owner's shard, if it is still a stray.
-func (c *Controller[T]) followStray(ctx context.Context, s stray) error {
-	if !c.strayed(s.obj) {
-		return nil
-	}
-	res, err := s.src.Resource(ctx)
-	if err != nil {
-		return err
-	}
-	if !c.shard.Sharded(res.Kind.GroupKind()) {
-		s.kind.Store(kindUnsharded)
-		return nil // every shard caches the kind whole: it stays where it is
-	}
-	s.kind.Store(kindSharded)
-	to, ok := c.shard.Next(c.kind.GroupKind(), s.obj)
-	if !ok {
-		return nil
-	}
-	return c.shard.Follow(ctx, res, s.obj, to)
-}
+// coverWait is how long a reconcile waits for the shard's informers of the
+// kinds selected by bucket to hold its object's bucket (see
+// shard.Shard.Covers) before it looks again.
+const coverWait = 100 * time.Millisecond
 
 // maxReleases is the most releases a controller has in flight at once.
 const maxReleases = 32
@@ -233,8 +138,8 @@ func (c *Controller[T]) release(ctx context.Context, obj T) error {
 		var errs []error
 		for _, src := range owned {
 			ores, err := src.Resource(ctx)
-			if err != nil || !c.shard.Sharded(ores.Kind.GroupKind()) {
-				continue // not sharded: it stays where it is
+			if gk := ores.Kind.GroupKind(); err != nil || !c.shard.Sharded(gk) || c.shard.ByBucket(gk) {
+				continue // not sharded, or selected by bucket: it stays where it is
 			}
 			objs, err := src.ObjectsByIndex(ownerUIDIndex, string(obj.GetUID()))
 			if err != nil {

@@ -284,7 +284,10 @@ func New(opts Options) (*Manager, error) {
 			return nil, fmt.Errorf("manager: %w", err)
 		}
 		fopts.KindSelector = func(gk schema.GroupKind) string {
-			if sh.Sharded(gk) {
+			switch {
+			case sh.ByBucket(gk):
+				return sh.BucketSelector()
+			case sh.Sharded(gk):
 				return sh.Selector()
 			}
 			return ""
@@ -343,7 +346,7 @@ func (m *Manager) ShardWebhook(srv *webhook.Server) (string, error) {
 	}
 	path := "/shard-" + m.opts.Sharding.Ring
 	srv.Register(path, webhook.Admission(shard.Admission(shard.AdmissionOptions{
-		Ring: m.opts.Sharding.Ring, Members: m.members, Kinds: m.opts.Sharding.Kinds, Metrics: m.metrics,
+		Ring: m.opts.Sharding.Ring, Members: m.members, Kinds: m.opts.Sharding.Kinds, Metrics: m.metrics, ByBucket: m.shard.ByBucket,
 	})))
 	return path, nil
 }
@@ -560,12 +563,57 @@ func (m *Manager) sharding(ctx context.Context, wg *sync.WaitGroup) (*shard.Memb
 	assigner, err := shard.NewAssigner(m.rc, shard.AssignerOptions{
 		Ring: s.Ring, Members: m.members, Kinds: s.Kinds, Mapper: m.mapper, Namespace: m.opts.Namespace,
 		SyncPeriod: s.SyncPeriod, DrainAfter: s.DrainAfter, Metrics: m.metrics, Logger: m.log,
+		ByBucket: m.shard.ByBucket,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("manager: %w", err)
 	}
 	wg.Go(func() { _ = m.members.Start(ctx) })
+	wg.Go(func() { m.followBuckets(ctx) })
 	return member, assigner, nil
+}
+
+// followBuckets keeps the informers of the kinds selected by bucket (see
+// shard.Shard.ByBucket) on the buckets the ring gives this replica: after
+// each ring change it lists them again, and then tells the shard that
+// they hold those buckets, until ctx ends.
+func (m *Manager) followBuckets(ctx context.Context) {
+	changes := m.members.Changes()
+	var kinds []schema.GroupKind
+	for _, gk := range m.opts.Sharding.Kinds {
+		if m.shard.ByBucket(gk) {
+			kinds = append(kinds, gk)
+		}
+	}
+	retry := false
+	for {
+		if want, changed := m.shard.Want(); changed || retry {
+			start := time.Now()
+			err := m.factory.Relist(ctx, kinds...)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				// An informer stopped meanwhile: try again.
+				m.log.Error("could not list the objects of this shard's buckets again; retrying", "err", err)
+				retry = true
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			retry = false
+			m.shard.Covered(want)
+			m.log.Info("shard buckets listed", "buckets", len(want), "took", time.Since(start))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+	}
 }
 
 // serve opens the health and metrics servers.

@@ -93,7 +93,8 @@ type replica struct {
 // ConfigMap, through the sequence 1 -> 3 -> 2 replicas (one leaves
 // gracefully). After each step every object is on the shard the ring
 // gives it, each replica's informers hold its share only, owned Secrets
-// are on their owner's shard, the latest change of every ConfigMap is
+// carry their owner's bucket and are cached by their owner's shard, the
+// latest change of every ConfigMap is
 // reconciled by its shard, and no key is ever reconciled by two replicas
 // at once.
 func TestShardedManagers(t *testing.T) {
@@ -208,10 +209,32 @@ func TestShardedManagers(t *testing.T) {
 				why = fmt.Sprintf("secrets: %v, %d", err, len(sl.Items))
 				return false
 			}
+			// Secrets, owned and reconciled by no sharded controller,
+			// carry their owner's bucket for good, and no shard label; each
+			// replica caches the Secrets of its owners' buckets.
+			wantSecrets := map[string]int{}
 			for _, s := range sl.Items {
-				owner, _ := ring.Shard(shard.Key(schema.GroupKind{Kind: "Secret"}, s))
-				if s.Labels[shard.Label("test")] != owner {
-					why = fmt.Sprintf("secret %s is on shard %q, not %q", s.Name, s.Labels[shard.Label("test")], owner)
+				b := shard.Bucket(shard.Key(schema.GroupKind{Kind: "Secret"}, s))
+				if got := s.Labels[shard.BucketLabel("test")]; got != strconv.Itoa(b) {
+					why = fmt.Sprintf("secret %s is in bucket %q, not %d", s.Name, got, b)
+					return false
+				}
+				if l, ok := s.Labels[shard.Label("test")]; ok {
+					why = fmt.Sprintf("secret %s has the shard label %q", s.Name, l)
+					return false
+				}
+				owner, _ := ring.Owner(b)
+				wantSecrets[owner]++
+			}
+			for _, r := range rs {
+				got := 0
+				for _, s := range manager.CachedClient[corev1.Secret](r.mgr).Informer().Indexer().List() {
+					if s.Labels["test"] == "shard" {
+						got++
+					}
+				}
+				if got != wantSecrets[r.id] {
+					why = fmt.Sprintf("replica %s caches %d Secrets, not %d", r.id, got, wantSecrets[r.id])
 					return false
 				}
 			}
@@ -264,11 +287,11 @@ func TestShardedManagers(t *testing.T) {
 	eventually(t, "one replica to hold and reconcile everything", settled("0", a))
 	update("1")
 	eventually(t, "one replica to reconcile every change", settled("1", a))
-	// From here on every Secret has its shard: an owner that moves should
-	// find its Secret in its new shard's cache, since a controller takes
-	// what it owns along (and the leader moves owned objects off a dead
-	// shard first). The two arrive on different watches, so a rare owner
-	// can still come first; a missing hand-over makes most of them do so.
+	// From here on every Secret has its bucket: an owner that moves should
+	// find its Secret in its new shard's cache, since a shard reconciles
+	// an owner only once its informers hold the owner's bucket. The
+	// Secret's informer and the owner's are separate watches, so a rare
+	// owner can still come before a Secret created late.
 	log.mu.Lock()
 	log.check = true
 	log.mu.Unlock()

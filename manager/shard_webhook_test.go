@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/shard"
@@ -20,7 +21,9 @@ import (
 // TestShardWebhook: with the assignment webhook registered, a new object
 // of a sharded kind comes back from its create already labelled with its
 // shard (the leader's watch would label it only afterwards), and an object
-// whose shard label is removed gets one again in the same update.
+// whose shard label is removed gets one again in the same update. An
+// object of a kind selected by bucket (Secrets: sharded, owned, and
+// reconciled by no controller) gets its owner's bucket instead.
 func TestShardWebhook(t *testing.T) {
 	const ns, ring = "shard-hook", "hook"
 	c := cfg(t)
@@ -31,7 +34,8 @@ func TestShardWebhook(t *testing.T) {
 	ensureNamespace(t, rc, ns)
 	cmRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}
 	url := "https://placeholder/shard-" + ring // the manager injects its address and CA
-	hook := shard.MutatingWebhook(ring, []client.Resource{cmRes}, admissionregistrationv1.WebhookClientConfig{URL: &url})
+	secretRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, Namespaced: true}
+	hook := shard.MutatingWebhook(ring, []client.Resource{cmRes, secretRes}, admissionregistrationv1.WebhookClientConfig{URL: &url})
 	// Only this test's namespace: the shared control plane has others.
 	hook.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
 	mwcs, _ := client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{})
@@ -46,7 +50,7 @@ func TestShardWebhook(t *testing.T) {
 	mgr, err := manager.New(manager.Options{
 		Config: &c, Namespace: ns, Logger: testLogger(t, "h1"),
 		LeaderElection: manager.LeaderElection{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
-		Sharding: manager.Sharding{Ring: ring, Namespace: ns, Identity: "h1", Kinds: []schema.GroupKind{{Kind: "ConfigMap"}},
+		Sharding: manager.Sharding{Ring: ring, Namespace: ns, Identity: "h1", Kinds: []schema.GroupKind{{Kind: "ConfigMap"}, {Kind: "Secret"}},
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond},
 	})
 	if err != nil {
@@ -59,6 +63,10 @@ func TestShardWebhook(t *testing.T) {
 	if path, err := mgr.ShardWebhook(srv); err != nil || path != "/shard-"+ring {
 		t.Fatalf("ShardWebhook: %q, %v", path, err)
 	}
+	ctrl := controller.New[corev1.ConfigMap](mgr, func(context.Context, *corev1.ConfigMap) (controller.Result, error) {
+		return controller.Result{}, nil
+	}, controller.Options{})
+	ctrl.Owns(manager.CachedClient[corev1.Secret](mgr))
 	r := &replica{id: "h1", mgr: mgr, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -89,5 +97,21 @@ func TestShardWebhook(t *testing.T) {
 	}
 	if got := cm.Labels[shard.Label(ring)]; got != "h1" {
 		t.Fatalf("labels after an update removed the shard: %v, want the shard h1 back", cm.Labels)
+	}
+	secrets, _ := client.For[corev1.Secret](rc, client.Options{})
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "owned", Namespace: ns}}
+	if err := controller.SetControllerReference(cm, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec, err = secrets.Namespace(ns).Create(t.Context(), sec, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "Secret"}, sec)))
+	if got, shardLabel := sec.Labels[shard.BucketLabel(ring)], sec.Labels[shard.Label(ring)]; got != want || shardLabel != "" {
+		t.Fatalf("an owned Secret's labels after create: %v, want the bucket %s and no shard", sec.Labels, want)
+	}
+	if want != strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, cm))) {
+		t.Fatalf("the Secret's bucket %s is not its owner's", want)
 	}
 }

@@ -31,8 +31,9 @@ type Metrics interface {
 	// ObserveMove is called per object given a shard, by the replica that
 	// wrote its label, with the reason: "new" (it had none), "dead" (its
 	// shard left or died), "drain" (the leader asked a live shard for it),
-	// "release" (a live shard handed it over unasked, after a ring change)
-	// or "owner" (an owned object followed its owner).
+	// "release" (a live shard handed it over unasked, after a ring change),
+	// "owner" (an owned object followed its owner) or "bucket" (an object
+	// of a kind selected by bucket had its bucket label set right).
 	ObserveMove(ring, reason string)
 	// ObserveObjects is called after each pass over a sharded kind, with
 	// the number of its objects each shard holds ("" for unassigned).
@@ -61,6 +62,11 @@ type AssignerOptions struct {
 	// the assigner then leaves the owned objects of a draining owner to
 	// that owner's shard.
 	Kinds []schema.GroupKind
+	// ByBucket, when set, says which of Kinds are selected by bucket (see
+	// Shard.ByBucket): the assigner gives their objects the bucket label
+	// (BucketLabel) instead of the shard label, and never moves them.
+	// Default nil: none.
+	ByBucket func(schema.GroupKind) bool
 	// Mapper finds the kinds' resources.
 	Mapper client.Mapper
 	// Namespace limits the assigner to one namespace. Default "": all.
@@ -101,6 +107,7 @@ type Assigner struct {
 
 type kindState struct {
 	gk         schema.GroupKind
+	byBucket   bool // see AssignerOptions.ByBucket
 	res        client.Resource
 	c          *client.Client[*metav1.PartialObjectMetadata]
 	unassigned *cache.Informer[*metav1.PartialObjectMetadata]
@@ -152,7 +159,7 @@ func (a *Assigner) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("shard: assigner: %s: %w", gk, err)
 		}
-		kinds = append(kinds, &kindState{gk: gk, res: res, c: c})
+		kinds = append(kinds, &kindState{gk: gk, res: res, c: c, byBucket: a.opts.ByBucket != nil && a.opts.ByBucket(gk)})
 	}
 	queue := workqueue.New(workqueue.Options[item]{Name: "shard-assigner-" + a.opts.Ring})
 	ctx, cancel := context.WithCancel(ctx)
@@ -165,8 +172,12 @@ func (a *Assigner) Start(ctx context.Context) error {
 		if a.opts.Namespace != "" && k.res.Namespaced {
 			c = c.Namespace(a.opts.Namespace)
 		}
+		unassigned := "!" + Label(a.opts.Ring)
+		if k.byBucket {
+			unassigned = "!" + BucketLabel(a.opts.Ring)
+		}
 		k.unassigned = cache.NewInformer(cache.ListWatch(c, cache.ListWatchOptions{
-			Namespace: a.opts.Namespace, LabelSelector: "!" + Label(a.opts.Ring),
+			Namespace: a.opts.Namespace, LabelSelector: unassigned,
 		}), cache.InformerOptions[*metav1.PartialObjectMetadata]{Name: "unassigned " + k.res.Resource.Resource, Logger: a.log})
 		enqueue := func(o *metav1.PartialObjectMetadata) { queue.Add(item{i, o.Namespace, o.Name}) }
 		_, err := k.unassigned.AddHandler(cache.HandlerFuncs[*metav1.PartialObjectMetadata]{
@@ -253,13 +264,18 @@ func (a *Assigner) assign(ctx context.Context, k *kindState, it item) error {
 	if !ok {
 		return nil // assigned since, or deleted
 	}
-	want, ok := a.opts.Members.Ring().Shard(Key(k.gk, o))
-	if !ok {
-		return nil // no live shard: retried when the ring changes
-	}
-	labels := map[string]any{Label(a.opts.Ring): want}
-	if _, draining := o.Labels[DrainLabel(a.opts.Ring)]; draining {
-		labels[DrainLabel(a.opts.Ring)] = nil
+	var labels map[string]any
+	if k.byBucket {
+		labels = bucketLabels(a.opts.Ring, k.gk, o)
+	} else {
+		want, ok := a.opts.Members.Ring().Shard(Key(k.gk, o))
+		if !ok {
+			return nil // no live shard: retried when the ring changes
+		}
+		labels = map[string]any{Label(a.opts.Ring): want}
+		if _, draining := o.Labels[DrainLabel(a.opts.Ring)]; draining {
+			labels[DrainLabel(a.opts.Ring)] = nil
+		}
 	}
 	// The resourceVersion makes the patch fail if the object changed since
 	// it was seen unassigned; the new version comes through the watch.
@@ -275,6 +291,33 @@ func (a *Assigner) assign(ctx context.Context, k *kindState, it item) error {
 		a.opts.Metrics.ObserveMove(a.opts.Ring, "new")
 	}
 	return nil
+}
+
+// bucketLabels are the labels of o, an object of gk selected by bucket, as
+// a merge patch: its bucket, and no shard or drain label.
+func bucketLabels(ring string, gk schema.GroupKind, o metav1.Object) map[string]any {
+	labels := map[string]any{BucketLabel(ring): strconv.Itoa(Bucket(Key(gk, o)))}
+	for _, l := range []string{Label(ring), DrainLabel(ring)} {
+		if _, ok := o.GetLabels()[l]; ok {
+			labels[l] = nil
+		}
+	}
+	return labels
+}
+
+// fixBucket gives o, an object of a kind selected by bucket whose bucket
+// label is wrong (its controller owner changed) or that still has a shard
+// label, its bucket label, if o has not changed since it was listed.
+func (a *Assigner) fixBucket(ctx context.Context, k *kindState, o *metav1.PartialObjectMetadata) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": bucketLabels(a.opts.Ring, k.gk, o), "resourceVersion": o.ResourceVersion}})
+	_, err := k.c.Namespace(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // the next pass looks again
+	}
+	if err == nil && a.opts.Metrics != nil {
+		a.opts.Metrics.ObserveMove(a.opts.Ring, "bucket")
+	}
+	return err
 }
 
 // pass lists every sharded object once and moves those on the wrong
@@ -315,6 +358,23 @@ func (a *Assigner) pass(ctx context.Context, kinds []*kindState, askDrain bool) 
 			// the first left would otherwise count the others live until
 			// its end, and leave their objects to the next pass.
 			ring = a.opts.Members.Ring()
+			if k.byBucket {
+				bucket := BucketLabel(a.opts.Ring)
+				for _, o := range page.Items {
+					have, ok := o.Labels[bucket]
+					if !ok {
+						perShard[""]++
+						continue // the watch of unassigned objects labels it
+					}
+					want := strconv.Itoa(Bucket(Key(k.gk, o)))
+					shard, _ := ring.Owner(Bucket(Key(k.gk, o)))
+					perShard[shard]++
+					if _, labelled := o.Labels[label]; have != want || labelled {
+						w.do(func() error { return a.fixBucket(ctx, k, o) })
+					}
+				}
+				return nil
+			}
 			for _, o := range page.Items {
 				have := o.Labels[label]
 				perShard[have]++

@@ -22,6 +22,14 @@ func Label(ring string) string { return "shard.loom.dev/" + ring }
 // labels; only then is it assigned to its new shard.
 func DrainLabel(ring string) string { return "drain.shard.loom.dev/" + ring }
 
+// BucketLabel holds the bucket (see [Bucket]) of an object of a kind that
+// is selected by bucket: a sharded kind that no sharded controller
+// reconciles, whose objects follow their controller owner (see
+// [Shard.ByBucket]). Its value, a decimal number, is written once and
+// never changes with the ring, so such objects are never moved: each
+// shard selects the buckets the ring gives it.
+func BucketLabel(ring string) string { return "bucket.shard.loom.dev/" + ring }
+
 // ErrInvalid is wrapped by the errors of options that cannot name a ring,
 // a shard or its Lease.
 var ErrInvalid = errors.New("shard: invalid options")
@@ -32,7 +40,7 @@ func validate(ring, identity string) error {
 	if ring == "" {
 		return fmt.Errorf("%w: the ring name is required", ErrInvalid)
 	}
-	for _, l := range []string{Label(ring), DrainLabel(ring)} {
+	for _, l := range []string{Label(ring), DrainLabel(ring), BucketLabel(ring)} {
 		if errs := validation.IsQualifiedName(l); len(errs) > 0 {
 			return fmt.Errorf("%w: ring %q makes the label %q: %s", ErrInvalid, ring, l, strings.Join(errs, "; "))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,15 @@ type Shard struct {
 
 	mu      sync.Mutex
 	clients map[schema.GroupVersionResource]*client.Client[*metav1.PartialObjectMetadata]
+
+	// reconciled are the sharded kinds that a sharded controller
+	// reconciles (see Reconciles); the other sharded kinds are selected
+	// by bucket. wanted are the buckets the ring gives this shard, which
+	// the informers of those kinds select; covered those that all of them
+	// are known to hold (see Want and Covered).
+	reconciled []schema.GroupKind
+	wanted     []int
+	covered    [Buckets]bool
 }
 
 // New returns the shard opts describes, which writes through rc.
@@ -62,8 +72,128 @@ func (s *Shard) Identity() string { return s.opts.Identity }
 // Sharded reports whether objects of kind gk are sharded.
 func (s *Shard) Sharded(gk schema.GroupKind) bool { return slices.Contains(s.opts.Kinds, gk) }
 
-// Selector returns the label selector of this shard's objects.
+// Selector returns the label selector of this shard's objects of the
+// kinds its controllers reconcile.
 func (s *Shard) Selector() string { return Label(s.opts.Ring) + "=" + s.opts.Identity }
+
+// Reconciles records that a sharded controller of this replica reconciles
+// objects of kind gk: they carry the shard label, and move from shard to
+// shard through it (see Release). A sharded controller calls it as it is
+// made, before the manager starts.
+func (s *Shard) Reconciles(gk schema.GroupKind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.reconciled, gk) {
+		s.reconciled = append(s.reconciled, gk)
+	}
+}
+
+// ByBucket reports whether objects of kind gk are selected by bucket: gk
+// is sharded and no sharded controller reconciles it (see Reconciles). Its
+// objects are owned by objects of reconciled kinds, and follow them: each
+// carries its owner's bucket in BucketLabel, for good, and each shard's
+// informers select the buckets the ring gives it (BucketSelector), so that
+// nothing is written when the ring changes.
+func (s *Shard) ByBucket(gk schema.GroupKind) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Sharded(gk) && !slices.Contains(s.reconciled, gk)
+}
+
+// BucketSelector returns the label selector of this shard's objects of the
+// kinds selected by bucket: those of the buckets the ring gave it at the
+// last call of Want (none before it).
+func (s *Shard) BucketSelector() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bucketSelector(BucketLabel(s.opts.Ring), s.wanted)
+}
+
+// bucketSelector selects the objects whose label l holds one of the
+// buckets bs (sorted), in the shorter of the two ways to say it.
+func bucketSelector(l string, bs []int) string {
+	switch {
+	case len(bs) == 0:
+		return l + "=none"
+	case len(bs) == Buckets:
+		return l
+	}
+	list := func(bs []int) string {
+		var b strings.Builder
+		for n, x := range bs {
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(x))
+		}
+		return b.String()
+	}
+	if len(bs) <= Buckets/2 {
+		return l + " in (" + list(bs) + ")"
+	}
+	others := make([]int, 0, Buckets-len(bs))
+	for b, i := 0, 0; b < Buckets; b++ {
+		if i < len(bs) && bs[i] == b {
+			i++
+			continue
+		}
+		others = append(others, b)
+	}
+	return l + "," + l + " notin (" + list(others) + ")"
+}
+
+// Want takes the buckets the ring gives this shard now as those its
+// informers of the kinds selected by bucket must select, and returns them
+// and whether they changed. Until Covered is called with them, only the
+// buckets both in them and covered before count as covered. The caller
+// then lists those informers again (cache.Factory.Relist) and calls
+// Covered. Without ShardOptions.Members, no bucket is given.
+func (s *Shard) Want() ([]int, bool) {
+	var want []int
+	if s.opts.Members != nil {
+		want = s.opts.Members.Ring().Buckets(s.opts.Identity)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Equal(want, s.wanted) {
+		return want, false
+	}
+	keep := [Buckets]bool{}
+	for _, b := range want {
+		keep[b] = s.covered[b]
+	}
+	s.wanted, s.covered = want, keep
+	return want, true
+}
+
+// Covered records that the informers of the kinds selected by bucket hold
+// the buckets bs, if bs are still those wanted (see Want).
+func (s *Shard) Covered(bs []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Equal(bs, s.wanted) {
+		return
+	}
+	for _, b := range bs {
+		s.covered[b] = true
+	}
+}
+
+// Covers reports whether this shard's informers of the kinds selected by
+// bucket hold the bucket of obj, an object of kind gk: then a controller
+// that reconciles obj sees what it owns. It is true when no kind is
+// selected by bucket.
+func (s *Shard) Covers(gk schema.GroupKind, obj metav1.Object) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byBucket := false
+	for _, k := range s.opts.Kinds {
+		if !slices.Contains(s.reconciled, k) {
+			byBucket = true
+		}
+	}
+	return !byBucket || s.covered[Bucket(Key(gk, obj))]
+}
 
 // Draining reports whether obj, one of this shard's objects, is asked to
 // move to another shard.

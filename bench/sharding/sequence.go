@@ -215,10 +215,10 @@ func (r *run) updater(ctx context.Context) {
 }
 
 // settle waits until every Shelf is on the shard ring gives it, with no
-// drain label, and every owned ConfigMap on its owner's shard. It returns
+// drain label, and every owned ConfigMap has its owner's bucket. It returns
 // the Shelves' shards.
 func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound time.Duration) (map[string]string, time.Duration, error) {
-	label, drain := shard.Label("bench"), shard.DrainLabel("bench")
+	label, drain, bucket := shard.Label("bench"), shard.DrainLabel("bench"), shard.BucketLabel("bench")
 	lastReport := time.Now()
 	// This loop runs ten times a second over 15,000 objects, and its CPU
 	// is taken from the replicas and the API server it measures. So it
@@ -282,10 +282,16 @@ func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound 
 			if ref == nil {
 				continue
 			}
-			want := want(cmWant, schema.GroupKind{Kind: "ConfigMap"}, o)
-			if o.Labels[label] != want {
+			// Owned ConfigMaps carry their owner's bucket, for good, and
+			// no shard label: each replica selects its buckets.
+			want, ok := cmWant[o.Name]
+			if !ok {
+				want = strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, o)))
+				cmWant[o.Name] = want
+			}
+			if o.Labels[bucket] != want || o.Labels[label] != "" {
 				if why == "" {
-					why = fmt.Sprintf("configmap %s on %q, want %q", o.Name, o.Labels[label], want)
+					why = fmt.Sprintf("configmap %s in bucket %q on %q, want bucket %q", o.Name, o.Labels[bucket], o.Labels[label], want)
 				}
 				pendingCMs = append(pendingCMs, o.Namespace+"/"+o.Name)
 				cmWrong++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,7 +24,9 @@ func init() {
 }
 
 // runShards prints a ring's shards, from their Leases, and how many objects
-// of each given resource carry each shard's label.
+// of each given resource each shard holds: those that carry its shard
+// label, and those whose bucket label names a bucket the ring of the live
+// shards gives it.
 func runShards(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("loom shards", flag.ContinueOnError)
 	var conn connFlags
@@ -81,7 +84,16 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 	slices.SortFunc(rows, func(a, b *row) int { return strings.Compare(a.shard, b.shard) })
 
 	mapper := discovery.NewMapper(discovery.NewCached(discovery.New(rc, discovery.Options{}), discovery.CacheOptions{}), discovery.MapperOptions{})
-	label, drain := shard.Label(ring), shard.DrainLabel(ring)
+	label, drain, bucket := shard.Label(ring), shard.DrainLabel(ring), shard.BucketLabel(ring)
+	// Objects selected by bucket have no shard label: their shard is the
+	// one the ring of the live shards gives their bucket.
+	var liveShards []string
+	for _, r := range rows {
+		if r.live == "yes" {
+			liveShards = append(liveShards, r.shard)
+		}
+	}
+	live := shard.NewRing(liveShards, shard.RingOptions{})
 	var heads []string
 	var other, unassigned, draining []int
 	for i, name := range pos[1:] {
@@ -109,6 +121,9 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 		}, func(page *client.List[*metav1.PartialObjectMetadata]) error {
 			for _, o := range page.Items {
 				s, ok := o.Labels[label]
+				if b, err := strconv.Atoi(o.Labels[bucket]); !ok && err == nil {
+					s, ok = live.Owner(b)
+				}
 				switch r := byShard[s]; {
 				case !ok:
 					unassigned[i]++

@@ -19,8 +19,9 @@ import (
 )
 
 // TestShards: loom shards lists a ring's shards from their Leases (live or
-// not by their renewal) and counts the objects each holds, those with no
-// shard and those draining.
+// not by their renewal) and counts the objects each holds (by shard label,
+// or by bucket label and the ring of the live shards), those with no shard
+// and those draining.
 func TestShards(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
@@ -53,6 +54,7 @@ func TestShards(t *testing.T) {
 		{shard.Label("web"): "alpha", shard.DrainLabel("web"): "1"},
 		{shard.Label("web"): "beta"},
 		{"other": "x"},
+		{shard.BucketLabel("web"): "7"}, // alpha's: the only live shard owns every bucket
 	} {
 		if _, err := cms.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name: "cm-" + string(rune('a'+i)), Labels: labels}}, metav1.CreateOptions{}); err != nil {
@@ -64,7 +66,7 @@ func TestShards(t *testing.T) {
 		t.Fatal(err, errOut.String())
 	}
 	got := strings.Join(strings.Fields(out.String()), " ")
-	want := regexp.MustCompile(`^SHARD LIVE RENEWED CONFIGMAPS alpha yes [0-9]s ago 2 beta no 1h0m[0-9]s ago 1 <unassigned> 1 <draining> 1$`)
+	want := regexp.MustCompile(`^SHARD LIVE RENEWED CONFIGMAPS alpha yes [0-9]s ago 3 beta no 1h0m[0-9]s ago 1 <unassigned> 1 <draining> 1$`)
 	if !want.MatchString(got) {
 		t.Errorf("loom shards printed:\n%s\nwant the fields to match %s", out.String(), want)
 	}
