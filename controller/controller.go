@@ -129,9 +129,9 @@ type Controller[T client.Object] struct {
 	ids     atomic.Uint64
 	owned   []ownedSource // a sharded controller's owned sources (see release)
 
-	released     sync.Map                // Request -> resourceVersion of the cached object released
-	releaseSlots chan struct{}           // bounds the releases in flight (maxReleases)
-	releases     sync.WaitGroup          // Start waits for them
+	released     sync.Map       // Request -> resourceVersion of the cached object released
+	releaseSlots chan struct{}  // bounds the releases in flight (maxReleases)
+	releases     sync.WaitGroup // Start waits for them
 }
 
 // New returns a controller that reconciles the objects of type T (as in
