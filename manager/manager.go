@@ -84,6 +84,11 @@ type Sharding struct {
 	// Kinds are the sharded kinds: the kinds of the sharded controllers,
 	// and the kinds of the objects those controllers own (through a
 	// controller owner reference), which follow their owner to its shard.
+	// An owned kind that no sharded controller reconciles is selected by
+	// bucket (shard.Shard.ByBucket): its objects carry their owner's
+	// bucket, are never written when the ring changes, and each replica's
+	// informers of it list again after a ring change. Make the sharded
+	// controllers before Start, so that the kinds they reconcile are known.
 	// Informers of these kinds hold this replica's share only; informers
 	// of other kinds hold everything. Every sharded kind that is not owned
 	// by another must have a controller in the manager, since moving one

@@ -6,11 +6,12 @@
 //
 // The parts:
 //
-//   - [Ring] maps an object's key to one of the live shards by consistent
-//     hashing with virtual nodes, so that every replica computes the same
-//     assignment from the same membership, and a membership change moves
-//     few objects. [Key] makes the key of an object: the object's own, or
-//     its controller owner's, so owned objects land on their owner's shard.
+//   - [Ring] maps an object's key, through its fixed hash [Bucket], to one
+//     of the live shards by consistent hashing with virtual nodes, so that
+//     every replica computes the same assignment from the same membership,
+//     and a membership change moves few objects. [Key] makes the key of an
+//     object: the object's own, or its controller owner's, so owned objects
+//     land on their owner's shard.
 //   - [Member] holds one replica's shard Lease, labelled with the ring
 //     ([RingLabel]), renews it, and deletes it when the replica stops. It
 //     is a rest.Fence for the replica's writes.
@@ -23,6 +24,9 @@
 //   - [Shard] is one replica's side: the selector of its objects, the
 //     ring's changes, and [Shard.Release] and [Shard.Follow], which a
 //     sharded controller calls instead of reconciling an object that the
-//     ring moved off its shard (or that is draining), moving what the
-//     object owns first.
+//     ring moved off its shard (or that is draining). Owned kinds that no
+//     sharded controller reconciles are selected by bucket instead
+//     ([Shard.ByBucket], [BucketLabel]): their objects keep their owner's
+//     bucket for good, and each shard lists the buckets the ring gives it
+//     again when the ring changes ([Shard.Want], [Shard.Covers]).
 package shard
