@@ -111,6 +111,13 @@
 // namespace, name and resourceVersion are read from the response first
 // (a paginated list's items, or a streaming list's ADDED events).
 //
+// A selector may change while an informer runs
+// ([ListWatchOptions].LabelSelectorFunc, or [FactoryOptions].KindSelector):
+// [Informer.Relist] (or [Factory.Relist] for every informer of some
+// kinds) then lists again at once and returns when the cache holds what
+// that list found, handlers having been told of the objects that left and
+// came. A sharded manager uses it to follow the buckets a ring gives it.
+//
 //	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{
 //		Transform: cache.StripManagedFields[*corev1.Pod],
 //	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -306,4 +307,64 @@ func leaveWhileHeld(t *testing.T, held <-chan struct{}, let func(), leases *clie
 	}
 	eventually(t, "the ring without the shard that left", func() bool { return slices.Equal(members.Ring().Members(), []string{stays}) })
 	let()
+}
+
+// TestAssignerLabelsBucketKinds: for a kind selected by bucket, the
+// assigner gives an object without a bucket label its owner's bucket
+// (with no live shard needed), and its pass corrects a wrong bucket and
+// removes a shard label left from before; it never gives such objects a
+// shard label.
+func TestAssignerLabelsBucketKinds(t *testing.T) {
+	const ns, ring = "bucket-kinds", "bk"
+	_, plain, _, members := liveShards(t, ns, ring, "one")
+	secrets, _ := client.For[corev1.Secret](plain, client.Options{})
+	secrets = secrets.Namespace(ns)
+	cms, _ := client.For[corev1.ConfigMap](plain, client.Options{})
+	owner, err := cms.Namespace(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	ref := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: &yes}}
+	secretGK := schema.GroupKind{Kind: "Secret"}
+	for name, labels := range map[string]map[string]string{
+		"unlabelled": nil,
+		"wrong":      {BucketLabel(ring): "9999"},
+		"old":        {Label(ring): "gone", BucketLabel(ring): "0"},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: ref}}
+		if _, err := secrets.Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := strconv.Itoa(Bucket(Key(secretGK, &metav1.ObjectMeta{Namespace: ns, Name: "x", OwnerReferences: ref})))
+	if want != strconv.Itoa(Bucket(Key(schema.GroupKind{Kind: "ConfigMap"}, owner))) {
+		t.Fatal("an owned object's bucket is not its owner's")
+	}
+	a, err := NewAssigner(plain, AssignerOptions{
+		Ring: ring, Members: members, Kinds: []schema.GroupKind{secretGK}, Mapper: discovery.MapperFor(plain),
+		Namespace: ns, SyncPeriod: time.Second, ByBucket: func(gk schema.GroupKind) bool { return gk == secretGK },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a.Start)
+	eventually(t, "every Secret in its owner's bucket, with no shard label", func() bool {
+		l, err := secrets.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		n := 0
+		for _, s := range l.Items {
+			if s.OwnerReferences == nil {
+				continue
+			}
+			_, shardLabel := s.Labels[Label(ring)]
+			if s.Labels[BucketLabel(ring)] != want || shardLabel {
+				return false
+			}
+			n++
+		}
+		return n == 3
+	})
 }
