@@ -58,12 +58,10 @@ type Options struct {
 	Tracing tracing.Options
 	// Shard, set by a sharded manager, is this replica's shard of a ring
 	// (see package shard). A controller of a sharded kind then runs on
-	// every replica instead of the leader only, reconciles only its
-	// shard's objects (its informer selects them), and releases an object
-	// that is draining to another shard instead of reconciling it, taking
-	// along the objects it owns (see Owns), even those that reach this
-	// shard's cache after it has gone. Controllers of other kinds ignore
-	// it. Default nil: not sharded.
+	// every replica instead of the leader only, and reconciles only the
+	// objects of the buckets its shard holds (see shard.Shard.Begin); when
+	// its shard takes a bucket, it queues the bucket's cached objects.
+	// Controllers of other kinds ignore it. Default nil: not sharded.
 	Shard *shard.Shard
 }
 
@@ -127,11 +125,6 @@ type Controller[T client.Object] struct {
 	err     error          // a construction error, returned by Start
 	started bool
 	ids     atomic.Uint64
-	owned   []ownedSource // a sharded controller's owned sources (see release)
-
-	released     sync.Map       // Request -> resourceVersion of the cached object released
-	releaseSlots chan struct{}  // bounds the releases in flight (maxReleases)
-	releases     sync.WaitGroup // Start waits for them
 }
 
 // New returns a controller that reconciles the objects of type T (as in
@@ -181,9 +174,7 @@ func New[E any, T interface {
 		c.kind = gvk
 	}
 	if opts.Shard != nil && opts.Shard.Sharded(c.kind.GroupKind()) {
-		opts.Shard.Reconciles(c.kind.GroupKind())
 		c.shard = opts.Shard
-		c.releaseSlots = make(chan struct{}, maxReleases)
 	}
 	if err := mgr.Add(c); err != nil {
 		errs = append(errs, err)
@@ -286,7 +277,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	c.log.Info("starting workers", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	if c.shard != nil {
-		wg.Go(func() { c.watchRing(ctx) })
+		wg.Go(func() { c.watchBuckets(ctx) })
 	}
 	for range c.opts.Workers {
 		wg.Go(func() {
@@ -297,7 +288,6 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
-	c.releases.Wait()
 	c.tracer.flush()
 	c.log.Info("stopped")
 	return nil
@@ -373,28 +363,16 @@ var (
 func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger) (res Result, timedOut bool, err error) {
 	obj, ok := c.primary.Lister().Namespace(req.Namespace).Get(req.Name)
 	if !ok {
-		if c.shard != nil {
-			c.released.Delete(req)
-		}
 		return Result{}, false, nil // gone: nothing to reconcile (finalizers handle cleanup)
 	}
 	if c.shard != nil {
-		// Moving to another shard: this worker holds the key, so no
-		// reconcile of it is in flight here; none starts once it is
-		// released (see releaseLater).
-		release, skip := c.leaving(req, obj)
-		if release {
-			c.releaseLater(ctx, req, obj)
-		}
-		if release || skip {
+		// Not this shard's, or being handed over: the shard that takes
+		// its bucket queues it (see watchBuckets).
+		end, ok := c.shard.Begin(c.kind.GroupKind(), obj)
+		if !ok {
 			return Result{}, false, nil
 		}
-		if !c.shard.Covers(c.kind.GroupKind(), obj) {
-			// The objects it owns of the kinds selected by bucket are
-			// not all in this shard's caches yet: they are being listed
-			// after a ring change.
-			return Result{RequeueAfter: coverWait}, false, nil
-		}
+		defer end()
 	}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc

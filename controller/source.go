@@ -41,7 +41,6 @@ func (c *Controller[T]) Owns(src Source, preds ...Predicate) *Controller[T] {
 		}
 		return nil
 	}, preds))
-	c.fail(c.indexOwned(src))
 	return c
 }
 
@@ -133,13 +132,6 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 			}
 		},
 		Update: func(old, new client.Object) {
-			if primary && c.shard != nil && c.shard.Draining(new) {
-				// A drain must reach a worker, whatever the predicates say.
-				for _, r := range mapFn(new) {
-					c.Enqueue(r)
-				}
-				return
-			}
 			for _, p := range filters() {
 				if p.Update != nil && !p.Update(old, new) {
 					return

@@ -75,27 +75,20 @@ type LeaderElection struct {
 // their objects, instead of one leader running them on all. The zero value
 // means no sharding.
 type Sharding struct {
-	// Ring names the ring of replicas and turns sharding on. Objects carry
-	// the label "shard.loom.dev/<Ring>" naming their shard.
+	// Ring names the ring of replicas and turns sharding on. Objects of
+	// the sharded kinds carry the label "bucket.shard.loom.dev/<Ring>"
+	// holding their bucket (shard.BucketLabel).
 	Ring string
 	// Namespace holds the replicas' shard Leases. Default: the namespace
 	// of LeaderElection. One of the two is required.
 	Namespace string
 	// Kinds are the sharded kinds: the kinds of the sharded controllers,
 	// and the kinds of the objects those controllers own (through a
-	// controller owner reference), which follow their owner to its shard.
-	// An owned kind that no sharded controller reconciles is selected by
-	// bucket (shard.Shard.ByBucket): its objects carry their owner's
-	// bucket, are never written when the ring changes, and each replica's
-	// informers of it list again after a ring change. Make the sharded
-	// controllers before Start, so that the kinds they reconcile are known.
-	// Informers of these kinds hold this replica's share only; informers
-	// of other kinds hold everything. Every sharded kind that is not owned
-	// by another must have a controller in the manager, since moving one
-	// of its objects off a live replica waits for that replica's
-	// controller to release it. List owner kinds before the kinds they
-	// own: a controller then takes the objects it owns (controller.Owns)
-	// along when it releases their owner, and the leader leaves them to it.
+	// controller owner reference), which share their owner's bucket and so
+	// its shard. Informers of these kinds hold the objects of the buckets
+	// this replica claims; informers of other kinds hold everything. A
+	// controller of one of these kinds runs on every replica, and
+	// reconciles the objects of the buckets its replica holds.
 	Kinds []schema.GroupKind
 	// Identity names this replica's shard. Default: LeaderElection's
 	// Identity, or else the host name and a random suffix.
@@ -108,11 +101,6 @@ type Sharding struct {
 	// SyncPeriod is the time between the leader's passes over the sharded
 	// objects (shard.AssignerOptions.SyncPeriod). Default 1 min.
 	SyncPeriod time.Duration
-	// DrainAfter is how long after a ring change the leader waits for the
-	// replicas to release the objects that the ring moved off them before
-	// it asks for the rest with the drain label
-	// (shard.AssignerOptions.DrainAfter). Default 30 s.
-	DrainAfter time.Duration
 }
 
 // Options configure [New]. The zero value is valid.
@@ -194,6 +182,7 @@ type Manager struct {
 	metrics  *metrics
 	shard    *shard.Shard   // with sharding
 	members  *shard.Members // with sharding
+	member   *shard.Member  // with sharding
 
 	mu        sync.Mutex
 	runnables []Runnable
@@ -275,6 +264,8 @@ func New(opts Options) (*Manager, error) {
 	}
 	var sh *shard.Shard
 	var members *shard.Members
+	var member *shard.Member
+	var mgr *Manager
 	if s := opts.Sharding; s.Ring != "" {
 		leases, err := client.For[coordinationv1.Lease](rc, client.Options{})
 		if err != nil {
@@ -284,22 +275,29 @@ func New(opts Options) (*Manager, error) {
 		if err != nil {
 			return nil, fmt.Errorf("manager: %w", err)
 		}
-		sh, err = shard.New(rc, shard.ShardOptions{Ring: s.Ring, Identity: s.Identity, Kinds: s.Kinds, Members: members, Metrics: m})
+		member, err = shard.NewMember(leases, shard.MemberOptions{
+			Ring: s.Ring, Namespace: s.Namespace, Identity: s.Identity,
+			LeaseDuration: s.LeaseDuration, RenewDeadline: s.RenewDeadline, RetryPeriod: s.RetryPeriod, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		sh, err = shard.New(shard.ShardOptions{
+			Ring: s.Ring, Identity: s.Identity, Kinds: s.Kinds, Members: members, Member: member, Metrics: m, Logger: log,
+			Relist: func(ctx context.Context) error { return mgr.factory.Relist(ctx, s.Kinds...) },
+		})
 		if err != nil {
 			return nil, fmt.Errorf("manager: %w", err)
 		}
 		fopts.KindSelector = func(gk schema.GroupKind) string {
-			switch {
-			case sh.ByBucket(gk):
-				return sh.BucketSelector()
-			case sh.Sharded(gk):
+			if sh.Sharded(gk) {
 				return sh.Selector()
 			}
 			return ""
 		}
 	}
-	mgr := &Manager{
-		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, shard: sh, members: members,
+	mgr = &Manager{
+		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, shard: sh, members: members, member: member,
 		clients: map[clientKey]any{}, addrs: map[string]net.Addr{},
 		factory: cache.NewFactory(rc, fopts),
 	}
@@ -351,7 +349,7 @@ func (m *Manager) ShardWebhook(srv *webhook.Server) (string, error) {
 	}
 	path := "/shard-" + m.opts.Sharding.Ring
 	srv.Register(path, webhook.Admission(shard.Admission(shard.AdmissionOptions{
-		Ring: m.opts.Sharding.Ring, Members: m.members, Kinds: m.opts.Sharding.Kinds, Metrics: m.metrics, ByBucket: m.shard.ByBucket,
+		Ring: m.opts.Sharding.Ring, Kinds: m.opts.Sharding.Kinds, Metrics: m.metrics,
 	})))
 	return path, nil
 }
@@ -549,76 +547,22 @@ func (m *Manager) Start(ctx context.Context) error {
 	return cause
 }
 
-// sharding makes the parts of a sharded manager: this replica's shard
-// Lease (returned, to run until everything else has stopped), the watch of
-// the ring's Leases (run at once) and the assigner (a leader runnable).
+// sharding makes the parts of a sharded manager: it starts the watch of
+// the ring's Leases and the hand-over of buckets, and returns this
+// replica's shard Lease (to run until everything else has stopped) and
+// the assigner (a leader runnable).
 func (m *Manager) sharding(ctx context.Context, wg *sync.WaitGroup) (*shard.Member, *shard.Assigner, error) {
 	s := m.opts.Sharding
-	leases, err := client.For[coordinationv1.Lease](m.rc, client.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	member, err := shard.NewMember(leases, shard.MemberOptions{
-		Ring: s.Ring, Namespace: s.Namespace, Identity: s.Identity,
-		LeaseDuration: s.LeaseDuration, RenewDeadline: s.RenewDeadline, RetryPeriod: s.RetryPeriod, Logger: m.log,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("manager: %w", err)
-	}
 	assigner, err := shard.NewAssigner(m.rc, shard.AssignerOptions{
 		Ring: s.Ring, Members: m.members, Kinds: s.Kinds, Mapper: m.mapper, Namespace: m.opts.Namespace,
-		SyncPeriod: s.SyncPeriod, DrainAfter: s.DrainAfter, Metrics: m.metrics, Logger: m.log,
-		ByBucket: m.shard.ByBucket,
+		SyncPeriod: s.SyncPeriod, Metrics: m.metrics, Logger: m.log,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("manager: %w", err)
 	}
 	wg.Go(func() { _ = m.members.Start(ctx) })
-	wg.Go(func() { m.followBuckets(ctx) })
-	return member, assigner, nil
-}
-
-// followBuckets keeps the informers of the kinds selected by bucket (see
-// shard.Shard.ByBucket) on the buckets the ring gives this replica: after
-// each ring change it lists them again, and then tells the shard that
-// they hold those buckets, until ctx ends.
-func (m *Manager) followBuckets(ctx context.Context) {
-	changes := m.members.Changes()
-	var kinds []schema.GroupKind
-	for _, gk := range m.opts.Sharding.Kinds {
-		if m.shard.ByBucket(gk) {
-			kinds = append(kinds, gk)
-		}
-	}
-	retry := false
-	for {
-		if want, changed := m.shard.Want(); changed || retry {
-			start := time.Now()
-			err := m.factory.Relist(ctx, kinds...)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				// An informer stopped meanwhile: try again.
-				m.log.Error("could not list the objects of this shard's buckets again; retrying", "err", err)
-				retry = true
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Second):
-				}
-				continue
-			}
-			retry = false
-			m.shard.Covered(want)
-			m.log.Info("shard buckets listed", "buckets", len(want), "took", time.Since(start))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes:
-		}
-	}
+	wg.Go(func() { _ = m.shard.Start(ctx) })
+	return m.member, assigner, nil
 }
 
 // serve opens the health and metrics servers.

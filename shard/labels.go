@@ -12,22 +12,11 @@ import (
 // the replicas of one ring find each other's Leases.
 const RingLabel = "shard.loom.dev/ring"
 
-// Label is the label that assigns an object to a shard of ring: its value
-// is the shard's identity. A sharded replica's informers select the
-// objects whose label names it.
-func Label(ring string) string { return "shard.loom.dev/" + ring }
-
-// DrainLabel marks an object that is moving off a live shard. The shard
-// that holds it finishes any reconcile of it in flight, then removes both
-// labels; only then is it assigned to its new shard.
-func DrainLabel(ring string) string { return "drain.shard.loom.dev/" + ring }
-
-// BucketLabel holds the bucket (see [Bucket]) of an object of a kind that
-// is selected by bucket: a sharded kind that no sharded controller
-// reconciles, whose objects follow their controller owner (see
-// [Shard.ByBucket]). Its value, a decimal number, is written once and
-// never changes with the ring, so such objects are never moved: each
-// shard selects the buckets the ring gives it.
+// BucketLabel holds the bucket (see [Bucket]) of an object of a sharded
+// kind: the bucket of its key (see [Key]), so an owned object carries its
+// owner's. Its value, a decimal number, is written once and never changes
+// with the ring: each shard's informers select the buckets it claims, and
+// buckets change hands between shards without a write to any object.
 func BucketLabel(ring string) string { return "bucket.shard.loom.dev/" + ring }
 
 // ErrInvalid is wrapped by the errors of options that cannot name a ring,
@@ -40,10 +29,8 @@ func validate(ring, identity string) error {
 	if ring == "" {
 		return fmt.Errorf("%w: the ring name is required", ErrInvalid)
 	}
-	for _, l := range []string{Label(ring), DrainLabel(ring), BucketLabel(ring)} {
-		if errs := validation.IsQualifiedName(l); len(errs) > 0 {
-			return fmt.Errorf("%w: ring %q makes the label %q: %s", ErrInvalid, ring, l, strings.Join(errs, "; "))
-		}
+	if l := BucketLabel(ring); len(validation.IsQualifiedName(l)) > 0 {
+		return fmt.Errorf("%w: ring %q makes the label %q: %s", ErrInvalid, ring, l, strings.Join(validation.IsQualifiedName(l), "; "))
 	}
 	if identity == "" {
 		return nil

@@ -59,7 +59,11 @@ type Member struct {
 	log    *slog.Logger
 	clock  clock.Clock
 
+	writing sync.Mutex // one write of the Lease at a time
+	closed  bool       // under writing: the Lease is being deleted; no more writes
+
 	mu        sync.Mutex
+	claims    string                // the ClaimsAnnotation to write
 	lease     *coordinationv1.Lease // as last written
 	renewedAt time.Time             // our clock when our last successful write was sent
 	held      bool
@@ -171,14 +175,35 @@ func (m *Member) Start(ctx context.Context) error {
 	}
 }
 
+// Claim writes the buckets bs (see ClaimsAnnotation) in the Lease, and
+// keeps them there at each renewal until the next call. It returns once
+// the write succeeded, and ErrShardLost once the Lease is given up.
+func (m *Member) Claim(ctx context.Context, bs []int) error {
+	m.mu.Lock()
+	m.claims = encodeClaims(bs)
+	m.mu.Unlock()
+	var err error
+	for range 3 { // a conflict with a renewal is read again and retried
+		if err = m.write(ctx); err == nil || !apierrors.IsConflict(err) {
+			break
+		}
+	}
+	return err
+}
+
 // write creates or renews the Lease once.
 func (m *Member) write(ctx context.Context) error {
+	m.writing.Lock()
+	defer m.writing.Unlock()
+	if m.closed {
+		return ErrShardLost
+	}
 	start := m.clock.Now()
 	now := metav1.NewMicroTime(start)
 	dur := max(int32(m.opts.LeaseDuration/time.Second), 1)
 	me := m.opts.Identity
 	m.mu.Lock()
-	cur := m.lease
+	cur, claims := m.lease, m.claims
 	m.mu.Unlock()
 	var out *coordinationv1.Lease
 	var err error
@@ -188,7 +213,8 @@ func (m *Member) write(ctx context.Context) error {
 			out, err = m.leases.Create(ctx, &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{
 					Name: leaseName(m.opts.Ring, me), Namespace: m.opts.Namespace,
-					Labels: map[string]string{RingLabel: m.opts.Ring},
+					Labels:      map[string]string{RingLabel: m.opts.Ring},
+					Annotations: map[string]string{ClaimsAnnotation: claims},
 				},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &me, LeaseDurationSeconds: &dur, AcquireTime: &now, RenewTime: &now},
 			}, metav1.CreateOptions{})
@@ -203,6 +229,12 @@ func (m *Member) write(ctx context.Context) error {
 			next.Labels = map[string]string{}
 		}
 		next.Labels[RingLabel] = m.opts.Ring
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		// A Lease taken over from an earlier process of this identity
+		// loses that one's claims at once.
+		next.Annotations[ClaimsAnnotation] = claims
 		if next.Spec.HolderIdentity == nil || *next.Spec.HolderIdentity != me {
 			next.Spec.AcquireTime = &now
 		}
@@ -225,9 +257,12 @@ func (m *Member) write(ctx context.Context) error {
 	return nil
 }
 
-// stop ends the right to write; it returns a channel closed once no
-// fenced write is under way.
+// stop ends the right to write, and the writes of the Lease; it returns
+// a channel closed once no fenced write is under way.
 func (m *Member) stop() <-chan struct{} {
+	m.writing.Lock()
+	m.closed = true
+	m.writing.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.held = false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
@@ -33,7 +34,8 @@ type MembersOptions struct {
 // duration; a deleted Lease (a shard that left) drops out at once.
 // Clocks of different machines are never compared.
 type Members struct {
-	inf   *cache.Informer[*coordinationv1.Lease]
+	leases *client.Client[*coordinationv1.Lease] // in the namespace
+	inf    *cache.Informer[*coordinationv1.Lease]
 	opts  MembersOptions
 	log   *slog.Logger
 	clock clock.Clock
@@ -67,7 +69,7 @@ func NewMembers(leases *client.Client[*coordinationv1.Lease], opts MembersOption
 		Namespace: opts.Namespace, LabelSelector: RingLabel + "=" + opts.Ring,
 	}), cache.InformerOptions[*coordinationv1.Lease]{Name: "shard leases " + opts.Ring, Logger: log})
 	m := &Members{
-		inf: inf, opts: opts, log: log.With("ring", opts.Ring), clock: clock.OrReal(opts.clock),
+		leases: leases.Namespace(opts.Namespace), inf: inf, opts: opts, log: log.With("ring", opts.Ring), clock: clock.OrReal(opts.clock),
 		seen: map[string]observed{}, ring: NewRing(nil, opts.RingOptions),
 	}
 	h := cache.HandlerFuncs[*coordinationv1.Lease]{
@@ -136,6 +138,48 @@ func (m *Members) update() {
 		default:
 		}
 	}
+}
+
+// claimed reads the ring's Leases from the API server (not from the
+// watch, which may lag) and returns, by bucket, whether a live shard
+// other than me claims it (see ClaimsAnnotation). A Lease counts as live
+// unless it names no holder, or this process has seen it keep the same
+// renewal for its whole duration: a Lease it has not seen yet, or has seen
+// renewed since, is live. A claim that cannot be read claims everything.
+func (m *Members) claimed(ctx context.Context, me string) ([Buckets]bool, error) {
+	var out [Buckets]bool
+	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + m.opts.Ring})
+	if err != nil {
+		return out, fmt.Errorf("shard: list the ring's leases: %w", err)
+	}
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range list.Items {
+		holder := ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		if holder == "" || holder == me {
+			continue
+		}
+		if o, ok := m.seen[l.Name]; ok && o.holder == holder && l.Spec.RenewTime != nil &&
+			o.renew.Equal(l.Spec.RenewTime.Time) && !now.Before(o.seenAt.Add(o.duration)) {
+			continue // dead: its renewal has not changed for its duration
+		}
+		claims, err := DecodeClaims(l.Annotations[ClaimsAnnotation])
+		if err != nil {
+			m.log.Warn("a shard's claims cannot be read; counting them all claimed", "lease", l.Name, "err", err)
+			for b := range out {
+				out[b] = true
+			}
+			continue
+		}
+		for b, c := range claims {
+			out[b] = out[b] || c
+		}
+	}
+	return out, nil
 }
 
 // Ring returns the ring of the shards live now. It is empty until the

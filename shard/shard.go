@@ -2,7 +2,9 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,56 +13,78 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/rest"
 )
 
-// ShardOptions configure [New]. Ring and Identity are required.
+// ShardOptions configure [New]. Ring and Identity are required; Members
+// and Member are required by Start.
 type ShardOptions struct {
 	// Ring names the ring; Identity names this shard in it.
 	Ring, Identity string
 	// Kinds are the sharded kinds (see AssignerOptions.Kinds).
 	Kinds []schema.GroupKind
-	// Members, when set, is the ring's membership: Release then hands a
-	// drained object straight to its new shard instead of leaving it
-	// unassigned for the leader to label. Default nil.
+	// Members is the ring's membership, started by the caller.
 	Members *Members
-	// Metrics observes drain times, and the moves of owned objects that
-	// follow their owner (see Follow). Nil means none.
+	// Member holds this shard's Lease, started by the caller: Start
+	// publishes in it the buckets this shard claims.
+	Member *Member
+	// Relist lists this shard's informers of the sharded kinds again, and
+	// returns once they hold what their selector (Selector) selects now.
+	// Start calls it after each change of the buckets this shard claims.
+	// Nil means nothing to list.
+	Relist func(context.Context) error
+	// Metrics observes hand-overs. Nil means none.
 	Metrics Metrics
+	// Logger receives a line per hand-over. Nil means discard.
+	Logger *slog.Logger
 }
 
-// Shard is one replica's side of a ring: which objects it holds, and how
-// it releases an object that is moving to another shard. A sharded
-// manager gives it to its informers (Selector) and its controllers
-// (Draining and Release).
+// Shard is one replica's side of a ring: the buckets it holds, which its
+// controllers may reconcile, and the hand-over of buckets between shards
+// when the ring changes. Every object of a sharded kind carries its bucket
+// in BucketLabel (see [Key] and [Bucket]), so no object is written when a
+// bucket changes hands.
+//
+// A shard claims, in its Lease, the buckets it holds and those the ring
+// gives it; its informers select the objects of those buckets (Selector).
+// It takes a claimed bucket once its informers hold the bucket's objects
+// and a read of the ring's Leases made after its claim was written shows
+// no other live shard claiming it. It gives a bucket up once no reconcile
+// of it is in flight, and then writes its claims without it. So no two
+// shards hold a bucket at once: of two that claim it, each would have had
+// to read the Leases before the other's claim was written, and after its
+// own. A shard that stops renewing its Lease stops writing before the
+// others count it dead (see MemberOptions.RenewDeadline).
 type Shard struct {
-	rc   *rest.Client
 	opts ShardOptions
+	log  *slog.Logger
 
-	mu      sync.Mutex
-	clients map[schema.GroupVersionResource]*client.Client[*metav1.PartialObjectMetadata]
-
-	// reconciled are the sharded kinds that a sharded controller
-	// reconciles (see Reconciles); the other sharded kinds are selected
-	// by bucket. wanted are the buckets the ring gives this shard, which
-	// the informers of those kinds select; covered those that all of them
-	// are known to hold (see Want and Covered).
-	reconciled []schema.GroupKind
-	wanted     []int
-	covered    [Buckets]bool
+	mu        sync.Mutex
+	idle      *sync.Cond // a releasing bucket's last reconcile ended
+	wanted    []int      // the buckets the ring gives this shard
+	selecting []int      // the buckets the informers select: claims being listed, or listed
+	published []int      // the claims last written in the Lease
+	held      [Buckets]uint64 // 0, or the number of the take by which it is held
+	takes     uint64          // the takes so far
+	releasing [Buckets]bool
+	inFlight  [Buckets]int
+	subs      []chan struct{}
 }
 
-// New returns the shard opts describes, which writes through rc.
-func New(rc *rest.Client, opts ShardOptions) (*Shard, error) {
+// New returns the shard opts describes.
+func New(opts ShardOptions) (*Shard, error) {
 	if opts.Identity == "" {
 		return nil, fmt.Errorf("%w: ShardOptions.Identity is required", ErrInvalid)
 	}
 	if err := validate(opts.Ring, opts.Identity); err != nil {
 		return nil, err
 	}
-	return &Shard{rc: rc, opts: opts, clients: map[schema.GroupVersionResource]*client.Client[*metav1.PartialObjectMetadata]{}}, nil
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Shard{opts: opts, log: log.With("ring", opts.Ring, "shard", opts.Identity)}
+	s.idle = sync.NewCond(&s.mu)
+	return s, nil
 }
 
 // Ring returns the ring's name.
@@ -73,40 +97,12 @@ func (s *Shard) Identity() string { return s.opts.Identity }
 func (s *Shard) Sharded(gk schema.GroupKind) bool { return slices.Contains(s.opts.Kinds, gk) }
 
 // Selector returns the label selector of this shard's objects of the
-// kinds its controllers reconcile.
-func (s *Shard) Selector() string { return Label(s.opts.Ring) + "=" + s.opts.Identity }
-
-// Reconciles records that a sharded controller of this replica reconciles
-// objects of kind gk: they carry the shard label, and move from shard to
-// shard through it (see Release). A sharded controller calls it as it is
-// made, before the manager starts.
-func (s *Shard) Reconciles(gk schema.GroupKind) {
+// sharded kinds: those of the buckets it claims (none before Start has
+// seen it on the ring).
+func (s *Shard) Selector() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.Contains(s.reconciled, gk) {
-		s.reconciled = append(s.reconciled, gk)
-	}
-}
-
-// ByBucket reports whether objects of kind gk are selected by bucket: gk
-// is sharded and no sharded controller reconciles it (see Reconciles). Its
-// objects are owned by objects of reconciled kinds, and follow them: each
-// carries its owner's bucket in BucketLabel, for good, and each shard's
-// informers select the buckets the ring gives it (BucketSelector), so that
-// nothing is written when the ring changes.
-func (s *Shard) ByBucket(gk schema.GroupKind) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.Sharded(gk) && !slices.Contains(s.reconciled, gk)
-}
-
-// BucketSelector returns the label selector of this shard's objects of the
-// kinds selected by bucket: those of the buckets the ring gave it at the
-// last call of Want (none before it).
-func (s *Shard) BucketSelector() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bucketSelector(BucketLabel(s.opts.Ring), s.wanted)
+	return bucketSelector(BucketLabel(s.opts.Ring), s.selecting)
 }
 
 // bucketSelector selects the objects whose label l holds one of the
@@ -142,170 +138,218 @@ func bucketSelector(l string, bs []int) string {
 	return l + "," + l + " notin (" + list(others) + ")"
 }
 
-// Want takes the buckets the ring gives this shard now as those its
-// informers of the kinds selected by bucket must select, and returns them
-// and whether they changed. Until Covered is called with them, only the
-// buckets both in them and covered before count as covered. The caller
-// then lists those informers again (cache.Factory.Relist) and calls
-// Covered. Without ShardOptions.Members, no bucket is given.
-func (s *Shard) Want() ([]int, bool) {
-	var want []int
-	if s.opts.Members != nil {
-		want = s.opts.Members.Ring().Buckets(s.opts.Identity)
-	}
+// Begin asks to reconcile obj, an object of kind gk: it reports false when
+// this shard does not hold obj's bucket, or is giving it up. Otherwise the
+// reconcile may go ahead, and must call end when it is over: until then
+// the bucket is not given up.
+func (s *Shard) Begin(gk schema.GroupKind, obj metav1.Object) (end func(), ok bool) {
+	b := Bucket(Key(gk, obj))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if slices.Equal(want, s.wanted) {
-		return want, false
+	if s.held[b] == 0 || s.releasing[b] {
+		return nil, false
 	}
-	keep := [Buckets]bool{}
-	for _, b := range want {
-		keep[b] = s.covered[b]
-	}
-	s.wanted, s.covered = want, keep
-	return want, true
+	s.inFlight[b]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.inFlight[b]--; s.inFlight[b] == 0 && s.releasing[b] {
+				s.idle.Broadcast()
+			}
+		})
+	}, true
 }
 
-// Covered records that the informers of the kinds selected by bucket hold
-// the buckets bs, if bs are still those wanted (see Want).
-func (s *Shard) Covered(bs []int) {
+// Held returns, by bucket, 0 if this shard does not hold it now, or else
+// a number that changes each time the shard takes it again.
+func (s *Shard) Held() [Buckets]uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.Equal(bs, s.wanted) {
-		return
-	}
-	for _, b := range bs {
-		s.covered[b] = true
-	}
+	return s.held
 }
 
-// Covers reports whether this shard's informers of the kinds selected by
-// bucket hold the bucket of obj, an object of kind gk: then a controller
-// that reconciles obj sees what it owns. It is true when no kind is
-// selected by bucket.
-func (s *Shard) Covers(gk schema.GroupKind, obj metav1.Object) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	byBucket := false
-	for _, k := range s.opts.Kinds {
-		if !slices.Contains(s.reconciled, k) {
-			byBucket = true
-		}
-	}
-	return !byBucket || s.covered[Bucket(Key(gk, obj))]
-}
-
-// Draining reports whether obj, one of this shard's objects, is asked to
-// move to another shard.
-func (s *Shard) Draining(obj metav1.Object) bool {
-	l := obj.GetLabels()
-	_, drain := l[DrainLabel(s.opts.Ring)]
-	return drain && l[Label(s.opts.Ring)] == s.opts.Identity
-}
-
-// Release gives up obj, an object of res that is draining or that the
-// ring gives to another shard, if its shard label still names this shard:
-// it removes the drain label, if any, and sets the shard label to the
-// object's shard on the ring now (see ShardOptions.Members), or removes it
-// for the leader to set. Call it instead of reconciling the object, once
-// no reconcile of it is in flight and none can begin: a sharded
-// controller decides to release in the worker that holds the object's
-// key, and reconciles it no more until it leaves this shard's cache. An
-// object that has already moved on is not an error.
-func (s *Shard) Release(ctx context.Context, res client.Resource, obj metav1.Object) error {
-	c, err := s.client(res)
-	if err != nil {
-		return err
-	}
-	drain := DrainLabel(s.opts.Ring)
-	since := obj.GetLabels()[drain]
-	next := jsonPatchOp{Op: "remove", Path: labelPath(Label(s.opts.Ring))}
-	if want, ok := s.Next(res.Kind.GroupKind(), obj); ok {
-		next = jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: want}
-	}
-	ops := []jsonPatchOp{next}
-	_, draining := obj.GetLabels()[drain]
-	if draining {
-		ops = append(ops, jsonPatchOp{Op: "remove", Path: labelPath(drain)})
-	}
-	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, ops...)
-	if err != nil {
-		return fmt.Errorf("shard: release %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	switch {
-	case !ok || s.opts.Metrics == nil:
-	case draining:
-		// The leader counted the move when it asked for it.
-		if ms, perr := strconv.ParseInt(since, 10, 64); perr == nil {
-			s.opts.Metrics.ObserveDrain(s.opts.Ring, time.Since(time.UnixMilli(ms)))
-		}
-	case next.Op == "replace":
-		s.opts.Metrics.ObserveMove(s.opts.Ring, "release")
-	}
-	return nil
-}
-
-// Next returns the shard that obj, an object of kind gk on this shard,
-// goes to when released: its shard on the ring now, if that is another
-// one. It reports false without ShardOptions.Members, when obj's shard on
-// the ring is this one, and when this shard is not on the ring: it has
-// not been seen to join yet (a ring without it would give its objects
-// away as it starts), or its Lease has expired, and the leader moves its
-// objects.
-func (s *Shard) Next(gk schema.GroupKind, obj metav1.Object) (string, bool) {
-	if s.opts.Members == nil {
-		return "", false
-	}
-	ring := s.opts.Members.Ring()
-	if !ring.Has(s.opts.Identity) {
-		return "", false
-	}
-	want, ok := ring.Shard(Key(gk, obj))
-	return want, ok && want != s.opts.Identity
-}
-
-// Changes returns a channel that receives a value after the ring changes
-// (see Members.Changes), or nil without ShardOptions.Members. A sharded
-// controller then looks for the objects it must release.
+// Changes returns a channel that receives a value after this shard takes
+// buckets (one value for any number of changes not yet received). A
+// sharded controller then queues the cached objects of those buckets,
+// which it did not reconcile before.
 func (s *Shard) Changes() <-chan struct{} {
-	if s.opts.Members == nil {
-		return nil
-	}
-	return s.opts.Members.Changes()
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.subs = append(s.subs, ch)
+	s.mu.Unlock()
+	return ch
 }
 
-// Follow moves obj, an object of res owned by an object that this shard is
-// releasing to the shard to, along with its owner, if its shard label
-// still names this shard. A controller calls it for the objects it owns
-// before it releases their owner, so that they are in the new shard's
-// cache by the time the owner is reconciled there. An object that has
-// moved on is not an error.
-func (s *Shard) Follow(ctx context.Context, res client.Resource, obj metav1.Object, to string) error {
-	c, err := s.client(res)
-	if err != nil {
-		return err
+// errNotReady is returned by Start without Members or Member.
+var errNotReady = errors.New("shard: Start needs ShardOptions.Members and Member")
+
+// Start follows the ring until ctx ends, then returns nil: after each
+// change it gives up the buckets the ring gave away, claims those it
+// gives this shard, lists them, and takes each once no other live shard
+// claims it, looking again every 100 ms while some are still claimed.
+func (s *Shard) Start(ctx context.Context) error {
+	if s.opts.Members == nil || s.opts.Member == nil {
+		return errNotReady
 	}
-	ok, err := patchIfShard(ctx, c, obj, s.opts.Ring, s.opts.Identity, jsonPatchOp{Op: "replace", Path: labelPath(Label(s.opts.Ring)), Value: to})
-	if err != nil {
-		return fmt.Errorf("shard: move %s/%s with its owner: %w", obj.GetNamespace(), obj.GetName(), err)
+	changes := s.opts.Members.Changes()
+	for {
+		pending, err := s.step(ctx)
+		var wait <-chan time.Time
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			s.log.Error("could not hand buckets over; retrying", "err", err)
+			wait = time.After(time.Second)
+		case pending:
+			wait = time.After(100 * time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+		case <-wait:
+		}
 	}
-	if ok && s.opts.Metrics != nil {
-		s.opts.Metrics.ObserveMove(s.opts.Ring, "owner")
-	}
-	return nil
 }
 
-// client returns a metadata client for res.
-func (s *Shard) client(res client.Resource) (*client.Client[*metav1.PartialObjectMetadata], error) {
+// step makes one round of hand-over; pending reports buckets the ring
+// gives this shard that another live shard still claims.
+func (s *Shard) step(ctx context.Context) (pending bool, err error) {
+	var want []int
+	if ring := s.opts.Members.Ring(); ring.Has(s.opts.Identity) {
+		want = ring.Buckets(s.opts.Identity)
+	}
+	start := time.Now()
+	released, err := s.release(ctx, want)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	// A bucket is claimed while it is held, and while the ring gives it.
+	claims := slices.Clone(want)
+	for b := range Buckets {
+		if s.held[b] != 0 && !slices.Contains(want, b) {
+			claims = append(claims, b)
+		}
+	}
+	slices.Sort(claims)
+	publish := !slices.Equal(claims, s.published)
+	list := !slices.Equal(claims, s.selecting)
+	s.mu.Unlock()
+	if publish {
+		if err := s.opts.Member.Claim(ctx, claims); err != nil {
+			return false, err
+		}
+		s.mu.Lock()
+		s.published = claims
+		s.mu.Unlock()
+		if released > 0 {
+			if s.opts.Metrics != nil {
+				s.opts.Metrics.ObserveDrain(s.opts.Ring, time.Since(start))
+			}
+			s.log.Info("gave buckets up", "buckets", released, "took", time.Since(start))
+		}
+	}
+	if list {
+		s.mu.Lock()
+		s.selecting = claims
+		s.mu.Unlock()
+		if s.opts.Relist != nil {
+			if err := s.opts.Relist(ctx); err != nil {
+				s.mu.Lock()
+				s.selecting = nil // list again next time
+				s.mu.Unlock()
+				return false, fmt.Errorf("list the claimed buckets: %w", err)
+			}
+		}
+	}
+	return s.acquire(ctx, want)
+}
+
+// release gives up the held buckets that are not in want: it stops new
+// reconciles of them, waits for those in flight, and returns how many it
+// gave up.
+func (s *Shard) release(ctx context.Context, want []int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.clients[res.Resource]; ok {
-		return c, nil
+	s.wanted = want
+	var gone []int
+	for b := range Buckets {
+		if s.held[b] != 0 && !slices.Contains(want, b) {
+			s.releasing[b] = true
+			gone = append(gone, b)
+		}
 	}
-	c, err := client.For[metav1.PartialObjectMetadata](s.rc, client.Options{Resource: res})
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.idle.Broadcast()
+	})
+	defer stop()
+	for _, b := range gone {
+		for s.inFlight[b] > 0 && ctx.Err() == nil {
+			s.idle.Wait()
+		}
+	}
+	if ctx.Err() != nil {
+		return 0, ctx.Err() // still held: the Lease goes with the shard
+	}
+	for _, b := range gone {
+		s.held[b], s.releasing[b] = 0, false
+	}
+	return len(gone), nil
+}
+
+// acquire takes the buckets of want that it does not hold and that no
+// other live shard claims, as read from the Leases now.
+func (s *Shard) acquire(ctx context.Context, want []int) (pending bool, err error) {
+	s.mu.Lock()
+	var missing []int
+	for _, b := range want {
+		if s.held[b] == 0 {
+			missing = append(missing, b)
+		}
+	}
+	s.mu.Unlock()
+	if len(missing) == 0 {
+		return false, nil
+	}
+	others, err := s.opts.Members.claimed(ctx, s.opts.Identity)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	s.clients[res.Resource] = c
-	return c, nil
+	s.mu.Lock()
+	got := 0
+	for _, b := range missing {
+		// Only what the ring still gives, is claimed in the Lease, and is
+		// listed: all three hold for want, unless a round ended early.
+		if !others[b] && slices.Contains(s.wanted, b) && slices.Contains(s.published, b) && slices.Contains(s.selecting, b) {
+			s.takes++
+			s.held[b] = s.takes
+			got++
+		}
+	}
+	subs := s.subs
+	s.mu.Unlock()
+	if got > 0 {
+		for _, ch := range subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+		if s.opts.Metrics != nil {
+			for range got {
+				s.opts.Metrics.ObserveMove(s.opts.Ring, "handover")
+			}
+		}
+		s.log.Info("took buckets", "buckets", got, "waiting", len(missing)-got)
+	}
+	return got < len(missing), nil
 }

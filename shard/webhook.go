@@ -15,36 +15,27 @@ import (
 	"github.com/loom-k8s/loom/client"
 )
 
-// AdmissionOptions configure [Admission]. Ring and Members are required.
+// AdmissionOptions configure [Admission]. Ring is required.
 type AdmissionOptions struct {
-	// Ring names the ring; Members is its membership, started by the
-	// caller.
-	Ring    string
-	Members *Members
+	// Ring names the ring.
+	Ring string
 	// Kinds are the sharded kinds; objects of other kinds pass unchanged.
 	Kinds []schema.GroupKind
-	// ByBucket, when set, says which of Kinds are selected by bucket (see
-	// Shard.ByBucket): their objects get the bucket label instead of the
-	// shard label. Default nil: none.
-	ByBucket func(schema.GroupKind) bool
 	// Metrics counts the objects labelled (reason "new"). Nil means none.
 	Metrics Metrics
 }
 
 // Admission returns the handler of the assignment webhook: it gives an
-// object of a sharded kind that has no shard label the shard the ring
-// gives it now, in the same request that creates or updates it, instead of
-// a moment later from the leader's watch; an object of a kind selected by
-// bucket gets its bucket label instead (see AdmissionOptions.ByBucket),
-// whatever the ring. Any replica can answer, since
-// each computes the ring from the Leases. An object with a shard label,
-// one without a name yet (generateName), or one that comes while no shard
-// is live passes unchanged: the leader's watch of unassigned objects
-// labels what the webhook did not. Serve it with webhook.Admission (the
-// manager's ShardWebhook does), and call it from a webhook made by
+// object of a sharded kind its bucket label (see BucketLabel) in the same
+// request that creates or updates it, instead of a moment later from the
+// leader's watch of unlabelled objects. The bucket depends on the object's
+// key alone, not on the ring, so any replica can answer, whatever it
+// knows of the others. An object without a name yet (generateName) passes
+// unchanged, and the leader labels it. Serve it with webhook.Admission
+// (the manager's ShardWebhook does), and call it from a webhook made by
 // [MutatingWebhook].
 func Admission(opts AdmissionOptions) func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	label, drain, bucket := Label(opts.Ring), DrainLabel(opts.Ring), BucketLabel(opts.Ring)
+	bucket := BucketLabel(opts.Ring)
 	return func(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 		if !slices.Contains(opts.Kinds, gk) || req.Operation == admissionv1.Delete {
@@ -57,35 +48,15 @@ func Admission(opts AdmissionOptions) func(context.Context, *admissionv1.Admissi
 		if obj.Namespace == "" {
 			obj.Namespace = req.Namespace
 		}
-		byBucket := opts.ByBucket != nil && opts.ByBucket(gk)
-		key, want, ok := label, "", true
-		switch {
-		case obj.Name == "":
-			return allowed()
-		case byBucket:
-			key, want = bucket, strconv.Itoa(Bucket(Key(gk, &obj)))
-			ok = obj.Labels[bucket] != want
-		case obj.Labels[label] != "":
-			return allowed()
-		default:
-			want, ok = opts.Members.Ring().Shard(Key(gk, &obj))
-		}
-		if !ok {
+		want := strconv.Itoa(Bucket(Key(gk, &obj)))
+		if obj.Name == "" || obj.Labels[bucket] == want {
 			return allowed()
 		}
-		var ops []jsonPatchOp
+		op := jsonPatchOp{Op: "add", Path: labelPath(bucket), Value: want}
 		if obj.Labels == nil {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels", Value: map[string]string{key: want}})
-		} else {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: labelPath(key), Value: want})
-			if _, ok := obj.Labels[drain]; ok {
-				ops = append(ops, jsonPatchOp{Op: "remove", Path: labelPath(drain)})
-			}
-			if _, ok := obj.Labels[label]; ok && byBucket {
-				ops = append(ops, jsonPatchOp{Op: "remove", Path: labelPath(label)})
-			}
+			op = jsonPatchOp{Op: "add", Path: "/metadata/labels", Value: map[string]string{bucket: want}}
 		}
-		patch, err := json.Marshal(ops)
+		patch, err := json.Marshal([]jsonPatchOp{op})
 		if err != nil {
 			return allowed()
 		}
@@ -101,7 +72,7 @@ func allowed() *admissionv1.AdmissionResponse { return &admissionv1.AdmissionRes
 
 // MutatingWebhook returns the webhook that calls the assignment handler
 // (see Admission) through cc, for creates and updates of the given
-// resources' objects that have neither a shard label nor a bucket label. It fails open
+// resources' objects that have no bucket label. It fails open
 // (failurePolicy Ignore) with a 1 s timeout, so a webhook that cannot
 // answer delays no write by more than that, and the leader labels the
 // object instead. Name it in a MutatingWebhookConfiguration.
@@ -119,7 +90,6 @@ func MutatingWebhook(ring string, resources []client.Resource, cc admissionregis
 		ReinvocationPolicy:      &never,
 		AdmissionReviewVersions: []string{"v1"},
 		ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: Label(ring), Operator: metav1.LabelSelectorOpDoesNotExist},
 			{Key: BucketLabel(ring), Operator: metav1.LabelSelectorOpDoesNotExist},
 		}},
 	}

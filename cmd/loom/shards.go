@@ -23,10 +23,10 @@ func init() {
 	commands["shards"] = command{"show the shards of a sharded controller's ring and the objects each holds", runShards}
 }
 
-// runShards prints a ring's shards, from their Leases, and how many objects
-// of each given resource each shard holds: those that carry its shard
-// label, and those whose bucket label names a bucket the ring of the live
-// shards gives it.
+// runShards prints a ring's shards, from their Leases, with the number of
+// buckets each claims, and how many objects of each given resource each
+// shard holds: those whose bucket label names a bucket the ring of the
+// live shards gives it.
 func runShards(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("loom shards", flag.ContinueOnError)
 	var conn connFlags
@@ -60,8 +60,8 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 		return fmt.Errorf("list the Leases of ring %q in %s: %w", ring, lns, err)
 	}
 	type row struct {
-		shard, live, renewed string
-		counts               []int
+		shard, live, renewed, buckets string
+		counts                        []int
 	}
 	var rows []*row
 	byShard := map[string]*row{}
@@ -70,7 +70,16 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 		if l.Spec.HolderIdentity == nil {
 			continue
 		}
-		r := &row{shard: *l.Spec.HolderIdentity, live: "no", renewed: "never"}
+		r := &row{shard: *l.Spec.HolderIdentity, live: "no", renewed: "never", buckets: "?"}
+		if claims, err := shard.DecodeClaims(l.Annotations[shard.ClaimsAnnotation]); err == nil {
+			n := 0
+			for _, c := range claims {
+				if c {
+					n++
+				}
+			}
+			r.buckets = strconv.Itoa(n)
+		}
 		if rt := l.Spec.RenewTime; rt != nil {
 			age := now.Sub(rt.Time)
 			r.renewed = age.Round(time.Second).String() + " ago"
@@ -84,9 +93,9 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 	slices.SortFunc(rows, func(a, b *row) int { return strings.Compare(a.shard, b.shard) })
 
 	mapper := discovery.NewMapper(discovery.NewCached(discovery.New(rc, discovery.Options{}), discovery.CacheOptions{}), discovery.MapperOptions{})
-	label, drain, bucket := shard.Label(ring), shard.DrainLabel(ring), shard.BucketLabel(ring)
-	// Objects selected by bucket have no shard label: their shard is the
-	// one the ring of the live shards gives their bucket.
+	// An object's shard is the one the ring of the live shards gives its
+	// bucket.
+	bucket := shard.BucketLabel(ring)
 	var liveShards []string
 	for _, r := range rows {
 		if r.live == "yes" {
@@ -95,7 +104,7 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 	}
 	live := shard.NewRing(liveShards, shard.RingOptions{})
 	var heads []string
-	var other, unassigned, draining []int
+	var other, unassigned []int
 	for i, name := range pos[1:] {
 		mp, err := mapper.ResourceFor(ctx, name)
 		if err != nil {
@@ -112,16 +121,16 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 		for _, r := range rows {
 			r.counts = append(r.counts, 0)
 		}
-		other, unassigned, draining = append(other, 0), append(unassigned, 0), append(draining, 0)
+		other, unassigned = append(other, 0), append(unassigned, 0)
 		err = c.Pages(ctx, metav1.ListOptions{}, func() {
 			for _, r := range rows {
 				r.counts[i] = 0
 			}
-			other[i], unassigned[i], draining[i] = 0, 0, 0
+			other[i], unassigned[i] = 0, 0
 		}, func(page *client.List[*metav1.PartialObjectMetadata]) error {
 			for _, o := range page.Items {
-				s, ok := o.Labels[label]
-				if b, err := strconv.Atoi(o.Labels[bucket]); !ok && err == nil {
+				s, ok := "", false
+				if b, err := strconv.Atoi(o.Labels[bucket]); err == nil {
 					s, ok = live.Owner(b)
 				}
 				switch r := byShard[s]; {
@@ -131,9 +140,6 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 					r.counts[i]++
 				default:
 					other[i]++
-				}
-				if _, ok := o.Labels[drain]; ok {
-					draining[i]++
 				}
 			}
 			return nil
@@ -146,7 +152,7 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 		fmt.Fprintf(errOut, "No Leases of ring %q in namespace %s.\n", ring, lns)
 	}
 	tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(append([]string{"SHARD", "LIVE", "RENEWED"}, heads...), "\t"))
+	fmt.Fprintln(tw, strings.Join(append([]string{"SHARD", "LIVE", "RENEWED", "BUCKETS"}, heads...), "\t"))
 	line := func(cells []string, counts []int) {
 		for _, n := range counts {
 			cells = append(cells, fmt.Sprint(n))
@@ -154,14 +160,13 @@ func runShards(ctx context.Context, args []string, out, errOut io.Writer) error 
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	for _, r := range rows {
-		line([]string{r.shard, r.live, r.renewed}, r.counts)
+		line([]string{r.shard, r.live, r.renewed, r.buckets}, r.counts)
 	}
 	if len(heads) > 0 {
-		line([]string{"<unassigned>", "", ""}, unassigned)
+		line([]string{"<unassigned>", "", "", ""}, unassigned)
 		if slices.ContainsFunc(other, func(n int) bool { return n > 0 }) {
-			line([]string{"<no lease>", "", ""}, other)
+			line([]string{"<no lease>", "", "", ""}, other)
 		}
-		line([]string{"<draining>", "", ""}, draining)
 	}
 	return tw.Flush()
 }
