@@ -36,9 +36,9 @@ type MembersOptions struct {
 type Members struct {
 	leases *client.Client[*coordinationv1.Lease] // in the namespace
 	inf    *cache.Informer[*coordinationv1.Lease]
-	opts  MembersOptions
-	log   *slog.Logger
-	clock clock.Clock
+	opts   MembersOptions
+	log    *slog.Logger
+	clock  clock.Clock
 
 	mu   sync.Mutex
 	seen map[string]observed // by Lease name

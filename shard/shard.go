@@ -59,10 +59,11 @@ type Shard struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	idle      *sync.Cond // a releasing bucket's last reconcile ended
-	wanted    []int      // the buckets the ring gives this shard
-	selecting []int      // the buckets the informers select: claims being listed, or listed
-	published []int      // the claims last written in the Lease
+	draining  time.Time       // when the buckets being given up began to be
+	wants     [Buckets]bool   // the buckets the ring gives this shard
+	selecting []int           // the buckets the informers select
+	listed    []int           // the buckets they hold: selected, then listed
+	published []int           // the claims last written in the Lease
 	held      [Buckets]uint64 // 0, or the number of the take by which it is held
 	takes     uint64          // the takes so far
 	releasing [Buckets]bool
@@ -82,9 +83,7 @@ func New(opts ShardOptions) (*Shard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Shard{opts: opts, log: log.With("ring", opts.Ring, "shard", opts.Identity)}
-	s.idle = sync.NewCond(&s.mu)
-	return s, nil
+	return &Shard{opts: opts, log: log.With("ring", opts.Ring, "shard", opts.Identity)}, nil
 }
 
 // Ring returns the ring's name.
@@ -155,9 +154,7 @@ func (s *Shard) Begin(gk schema.GroupKind, obj metav1.Object) (end func(), ok bo
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if s.inFlight[b]--; s.inFlight[b] == 0 && s.releasing[b] {
-				s.idle.Broadcast()
-			}
+			s.inFlight[b]--
 		})
 	}, true
 }
@@ -186,9 +183,10 @@ func (s *Shard) Changes() <-chan struct{} {
 var errNotReady = errors.New("shard: Start needs ShardOptions.Members and Member")
 
 // Start follows the ring until ctx ends, then returns nil: after each
-// change it gives up the buckets the ring gave away, claims those it
-// gives this shard, lists them, and takes each once no other live shard
-// claims it, looking again every 100 ms while some are still claimed.
+// change it gives up the buckets the ring gave away (each once its
+// reconciles in flight are over), claims those it gives this shard, lists
+// them, and takes each once no other live shard claims it. It looks again
+// every 100 ms while a bucket waits for a reconcile or another shard.
 func (s *Shard) Start(ctx context.Context) error {
 	if s.opts.Members == nil || s.opts.Member == nil {
 		return errNotReady
@@ -215,29 +213,25 @@ func (s *Shard) Start(ctx context.Context) error {
 	}
 }
 
-// step makes one round of hand-over; pending reports buckets the ring
-// gives this shard that another live shard still claims.
+// step makes one round of hand-over; pending reports buckets that wait
+// for a reconcile to end or for another shard to give them up.
 func (s *Shard) step(ctx context.Context) (pending bool, err error) {
 	var want []int
 	if ring := s.opts.Members.Ring(); ring.Has(s.opts.Identity) {
 		want = ring.Buckets(s.opts.Identity)
 	}
-	start := time.Now()
-	released, err := s.release(ctx, want)
-	if err != nil {
-		return false, err
-	}
+	released, busy := s.release(want)
 	s.mu.Lock()
-	// A bucket is claimed while it is held, and while the ring gives it.
-	claims := slices.Clone(want)
+	// A bucket is claimed while the ring gives it, and while it is held.
+	var claims []int
 	for b := range Buckets {
-		if s.held[b] != 0 && !slices.Contains(want, b) {
+		if s.wants[b] || s.held[b] != 0 {
 			claims = append(claims, b)
 		}
 	}
-	slices.Sort(claims)
 	publish := !slices.Equal(claims, s.published)
-	list := !slices.Equal(claims, s.selecting)
+	list := !slices.Equal(claims, s.listed)
+	took := time.Since(s.draining)
 	s.mu.Unlock()
 	if publish {
 		if err := s.opts.Member.Claim(ctx, claims); err != nil {
@@ -248,9 +242,9 @@ func (s *Shard) step(ctx context.Context) (pending bool, err error) {
 		s.mu.Unlock()
 		if released > 0 {
 			if s.opts.Metrics != nil {
-				s.opts.Metrics.ObserveDrain(s.opts.Ring, time.Since(start))
+				s.opts.Metrics.ObserveDrain(s.opts.Ring, took)
 			}
-			s.log.Info("gave buckets up", "buckets", released, "took", time.Since(start))
+			s.log.Info("gave buckets up", "buckets", released, "took", took, "waiting", busy)
 		}
 	}
 	if list {
@@ -259,61 +253,64 @@ func (s *Shard) step(ctx context.Context) (pending bool, err error) {
 		s.mu.Unlock()
 		if s.opts.Relist != nil {
 			if err := s.opts.Relist(ctx); err != nil {
-				s.mu.Lock()
-				s.selecting = nil // list again next time
-				s.mu.Unlock()
 				return false, fmt.Errorf("list the claimed buckets: %w", err)
 			}
 		}
+		s.mu.Lock()
+		s.listed = claims
+		s.mu.Unlock()
 	}
-	return s.acquire(ctx, want)
+	pending, err = s.acquire(ctx)
+	return pending || busy, err
 }
 
-// release gives up the held buckets that are not in want: it stops new
-// reconciles of them, waits for those in flight, and returns how many it
-// gave up.
-func (s *Shard) release(ctx context.Context, want []int) (int, error) {
+// release gives up the held buckets that are not in want and that no
+// reconcile is in flight in: it stops new reconciles of all of those, and
+// returns how many it gave up and whether any wait for a reconcile.
+func (s *Shard) release(want []int) (gone int, busy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.wanted = want
-	var gone []int
+	s.wants = [Buckets]bool{}
+	for _, b := range want {
+		s.wants[b] = true
+	}
+	already := slices.Contains(s.releasing[:], true)
 	for b := range Buckets {
-		if s.held[b] != 0 && !slices.Contains(want, b) {
-			s.releasing[b] = true
-			gone = append(gone, b)
+		if s.held[b] == 0 || s.wants[b] {
+			continue
 		}
-	}
-	if len(gone) == 0 {
-		return 0, nil
-	}
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.idle.Broadcast()
-	})
-	defer stop()
-	for _, b := range gone {
-		for s.inFlight[b] > 0 && ctx.Err() == nil {
-			s.idle.Wait()
+		if !already {
+			s.draining, already = time.Now(), true
 		}
-	}
-	if ctx.Err() != nil {
-		return 0, ctx.Err() // still held: the Lease goes with the shard
-	}
-	for _, b := range gone {
+		s.releasing[b] = true
+		if s.inFlight[b] > 0 {
+			busy = true
+			continue
+		}
 		s.held[b], s.releasing[b] = 0, false
+		gone++
 	}
-	return len(gone), nil
+	return gone, busy
 }
 
-// acquire takes the buckets of want that it does not hold and that no
-// other live shard claims, as read from the Leases now.
-func (s *Shard) acquire(ctx context.Context, want []int) (pending bool, err error) {
+// acquire takes the buckets that the ring gives this shard, that it
+// claims in its Lease and whose objects its informers have listed, and
+// that no other live shard claims, as read from the Leases now.
+func (s *Shard) acquire(ctx context.Context) (pending bool, err error) {
 	s.mu.Lock()
+	var ready [Buckets]bool
+	for _, b := range s.published {
+		ready[b] = true
+	}
+	listed := [Buckets]bool{}
+	for _, b := range s.listed {
+		listed[b] = true
+	}
 	var missing []int
-	for _, b := range want {
-		if s.held[b] == 0 {
+	for b := range Buckets {
+		if s.wants[b] && s.held[b] == 0 {
 			missing = append(missing, b)
+			ready[b] = ready[b] && listed[b]
 		}
 	}
 	s.mu.Unlock()
@@ -327,9 +324,7 @@ func (s *Shard) acquire(ctx context.Context, want []int) (pending bool, err erro
 	s.mu.Lock()
 	got := 0
 	for _, b := range missing {
-		// Only what the ring still gives, is claimed in the Lease, and is
-		// listed: all three hold for want, unless a round ended early.
-		if !others[b] && slices.Contains(s.wanted, b) && slices.Contains(s.published, b) && slices.Contains(s.selecting, b) {
+		if ready[b] && !others[b] && s.wants[b] && s.held[b] == 0 {
 			s.takes++
 			s.held[b] = s.takes
 			got++

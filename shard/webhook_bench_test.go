@@ -40,8 +40,7 @@ func BenchmarkAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	members := &Members{ring: NewRing([]string{"r1", "r2", "r3"}, RingOptions{})}
-	assign := Admission(AdmissionOptions{Ring: "bench", Members: members, Kinds: []schema.GroupKind{{Group: "bench.loom.dev", Kind: "Shelf"}}})
+	assign := Admission(AdmissionOptions{Ring: "bench", Kinds: []schema.GroupKind{{Group: "bench.loom.dev", Kind: "Shelf"}}})
 	noop := func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		return webhook.Allowed()
 	}

@@ -1,0 +1,221 @@
+package shard
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/loom-k8s/loom/client"
+)
+
+var widget = schema.GroupKind{Group: "test.loom.dev", Kind: "Widget"}
+
+// replica is one shard of a test ring: its Lease, its view of the others,
+// and its hand-over, all started. listed is the selector of its last
+// completed Relist.
+type replica struct {
+	shard  *Shard
+	stop   func()
+	listed atomic.Pointer[string]
+}
+
+func startReplica(t *testing.T, leases *client.Client[*coordinationv1.Lease], ring, id string) *replica {
+	t.Helper()
+	members, err := NewMembers(leases, MembersOptions{Ring: ring, Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := NewMember(leases, MemberOptions{
+		Ring: ring, Namespace: "default", Identity: id,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{}
+	r.shard, err = New(ShardOptions{
+		Ring: ring, Identity: id, Kinds: []schema.GroupKind{widget}, Members: members, Member: member,
+		Relist: func(context.Context) error {
+			sel := r.shard.Selector()
+			r.listed.Store(&sel)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stops := []func() error{run(t, members.Start), run(t, member.Start), run(t, r.shard.Start)}
+	r.stop = func() {
+		// As a manager stops: the hand-over, then the Lease.
+		_ = stops[2]()
+		_ = stops[1]()
+		_ = stops[0]()
+	}
+	return r
+}
+
+// held returns the buckets r holds.
+func (r *replica) held() []int {
+	var bs []int
+	for b, n := range r.shard.Held() {
+		if n != 0 {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// holdsListed reports whether r's last Relist selected every bucket it
+// holds.
+func (r *replica) holdsListed(t *testing.T) bool {
+	p := r.listed.Load()
+	if p == nil {
+		return false
+	}
+	sel, err := labels.Parse(*p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range r.held() {
+		if !sel.Matches(labels.Set{BucketLabel(r.shard.Ring()): strconv.Itoa(b)}) {
+			return false
+		}
+	}
+	return true
+}
+
+// widgetIn returns a widget whose bucket the ring gives to id.
+func widgetIn(ring *Ring, id string) *metav1.ObjectMeta {
+	for i := 0; ; i++ {
+		o := &metav1.ObjectMeta{Namespace: "ns", Name: "w-" + strconv.Itoa(i)}
+		if s, _ := ring.Shard(Key(widget, o)); s == id {
+			return o
+		}
+	}
+}
+
+// TestHandOver: a shard alone holds every bucket; a second one takes its
+// share, but not a bucket with a reconcile in flight on the first until
+// that reconcile ends; the two never hold a bucket at once; and when the
+// second stops, the first takes everything back. Each holds only buckets
+// its informers have listed.
+func TestHandOver(t *testing.T) {
+	leases := leaseClient(t, "").Namespace("default")
+	const ring = "handover"
+	a := startReplica(t, leases, ring, "a")
+	eventually(t, "a holding every bucket", func() bool { return len(a.held()) == Buckets && a.holdsListed(t) })
+
+	ab := NewRing([]string{"a", "b"}, RingOptions{})
+	busy := widgetIn(ab, "b")
+	end, ok := a.shard.Begin(widget, busy)
+	if !ok {
+		t.Fatal("a refused a reconcile of a bucket it holds")
+	}
+
+	var overlap atomic.Value
+	var b *replica
+	var bReady atomic.Bool
+	sampling, stopSampling := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for sampling.Err() == nil {
+			if !bReady.Load() {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			// b first: a bucket does not go back from b to a here, so
+			// one that b held before a is seen holding it was held by
+			// both at once.
+			hb, ha := b.shard.Held(), a.shard.Held()
+			for i := range Buckets {
+				if hb[i] != 0 && ha[i] != 0 {
+					overlap.Store(i)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	b = startReplica(t, leases, ring, "b")
+	bReady.Store(true)
+
+	busyBucket := Bucket(Key(widget, busy))
+	wantB := slices.DeleteFunc(ab.Buckets("b"), func(x int) bool { return x == busyBucket })
+	eventually(t, "b holding its buckets but the busy one", func() bool {
+		return slices.Equal(b.held(), wantB) && b.holdsListed(t)
+	})
+	if _, ok := a.shard.Begin(widget, busy); ok {
+		t.Fatal("a began a reconcile in a bucket it is giving up")
+	}
+	if _, ok := a.shard.Begin(widget, widgetIn(ab, "a")); !ok {
+		t.Fatal("a refused a reconcile in a bucket it keeps")
+	}
+	if b.shard.Held()[busyBucket] != 0 {
+		t.Fatal("b took the bucket of a reconcile in flight on a")
+	}
+	end()
+	eventually(t, "b holding all its buckets", func() bool { return slices.Equal(b.held(), ab.Buckets("b")) })
+	eventually(t, "a holding only its own", func() bool { return slices.Equal(a.held(), ab.Buckets("a")) })
+	stopSampling()
+	wg.Wait()
+	if i := overlap.Load(); i != nil {
+		t.Fatalf("bucket %d was held by both shards at once", i)
+	}
+	l, err := leases.Get(t.Context(), ring+"-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Annotations[ClaimsAnnotation]; got != encodeClaims(ab.Buckets("a")) {
+		t.Fatal("a's Lease does not claim exactly its buckets")
+	}
+
+	b.stop()
+	eventually(t, "a holding every bucket again", func() bool { return len(a.held()) == Buckets && a.holdsListed(t) })
+}
+
+// TestClaimsOfOthers: a shard takes no bucket that a live Lease claims,
+// nor any while a live Lease's claims cannot be read; it takes the
+// buckets of a Lease that expired (by its own clock) or was deleted.
+func TestClaimsOfOthers(t *testing.T) {
+	leases := leaseClient(t, "").Namespace("default")
+	const ring = "others"
+	lease := func(id, claims string, seconds int32) {
+		holder, now := id, metav1.NewMicroTime(time.Now())
+		if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: ring + "-" + id, Labels: map[string]string{RingLabel: ring},
+				Annotations: map[string]string{ClaimsAnnotation: claims},
+			},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &now},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := NewRing([]string{"x"}, RingOptions{}).Buckets("x")
+	lease("garbled", "not-a-bitmap", 3600)
+	lease("dying", encodeClaims(all), 4)
+	s := startReplica(t, leases, ring, "s")
+	eventually(t, "s claiming its buckets", func() bool {
+		l, err := leases.Get(t.Context(), ring+"-s", metav1.GetOptions{})
+		return err == nil && l.Annotations[ClaimsAnnotation] != "" && l.Annotations[ClaimsAnnotation] != encodeClaims(nil)
+	})
+	time.Sleep(500 * time.Millisecond) // several rounds of looking
+	if n := len(s.held()); n != 0 {
+		t.Fatalf("s took %d buckets that live Leases claim", n)
+	}
+	eventually(t, "the dying shard off the ring", func() bool {
+		return !slices.Contains(s.shard.opts.Members.Ring().Members(), "dying")
+	})
+	if err := leases.Delete(t.Context(), ring+"-garbled", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "s holding every bucket", func() bool { return len(s.held()) == Buckets })
+}
