@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/loom-k8s/loom/client"
 )
@@ -110,7 +111,7 @@ func widgetIn(ring *Ring, id string) *metav1.ObjectMeta {
 // its informers have listed.
 func TestHandOver(t *testing.T) {
 	leases := leaseClient(t, "").Namespace("default")
-	const ring = "handover"
+	ring := "handover-" + rand.String(5)
 	a := startReplica(t, leases, ring, "a")
 	eventually(t, "a holding every bucket", func() bool { return len(a.held()) == Buckets && a.holdsListed(t) })
 
@@ -186,7 +187,7 @@ func TestHandOver(t *testing.T) {
 // buckets of a Lease that expired (by its own clock) or was deleted.
 func TestClaimsOfOthers(t *testing.T) {
 	leases := leaseClient(t, "").Namespace("default")
-	const ring = "others"
+	ring := "others-" + rand.String(5)
 	lease := func(id, claims string, seconds int32) {
 		holder, now := id, metav1.NewMicroTime(time.Now())
 		if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
