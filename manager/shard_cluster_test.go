@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ const gizmoCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResource
 
 // TestShardedClusterScoped: a cluster-scoped kind shards like a namespaced
 // one. Two replicas split 30 Gizmos (a cluster-scoped custom resource):
-// each Gizmo carries the label of the replica the ring gives it, each
+// each Gizmo carries its bucket label, each
 // replica's informer holds exactly its share, and each Gizmo is
 // reconciled by its shard.
 func TestShardedClusterScoped(t *testing.T) {
@@ -93,8 +94,9 @@ func TestShardedClusterScoped(t *testing.T) {
 			mu.Lock()
 			last := by[g.GetName()]
 			mu.Unlock()
-			if g.GetLabels()[shard.Label("cluster")] != s || last != s {
-				why = fmt.Sprintf("%s: label %q, last reconciled by %q, want %q", g.GetName(), g.GetLabels()[shard.Label("cluster")], last, s)
+			b := strconv.Itoa(shard.Bucket(shard.Key(gizmoRes.Kind.GroupKind(), g)))
+			if g.GetLabels()[shard.BucketLabel("cluster")] != b || last != s {
+				why = fmt.Sprintf("%s: bucket label %q, last reconciled by %q, want bucket %s on %q", g.GetName(), g.GetLabels()[shard.BucketLabel("cluster")], last, b, s)
 				return false
 			}
 		}

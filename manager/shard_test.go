@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/controller"
@@ -91,12 +90,11 @@ type replica struct {
 // TestShardedManagers runs replicas of one sharded manager, each
 // reconciling the ConfigMaps of its shard and owning a Secret per
 // ConfigMap, through the sequence 1 -> 3 -> 2 replicas (one leaves
-// gracefully). After each step every object is on the shard the ring
-// gives it, each replica's informers hold its share only, owned Secrets
-// carry their owner's bucket and are cached by their owner's shard, the
-// latest change of every ConfigMap is
-// reconciled by its shard, and no key is ever reconciled by two replicas
-// at once.
+// gracefully), with a shard that joins and dies on the way. After each
+// step every object carries its bucket, each replica's informers hold the
+// objects of its buckets only (owned Secrets with their owners), the
+// latest change of every ConfigMap is reconciled by its shard, and no key
+// is ever reconciled by two replicas at once.
 func TestShardedManagers(t *testing.T) {
 	const n = 90
 	ns := "shard-test"
@@ -189,14 +187,15 @@ func TestShardedManagers(t *testing.T) {
 			}
 			want := map[string]int{}
 			for _, cm := range all.Items {
-				s, _ := ring.Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, cm))
-				if cm.Labels[shard.Label("test")] != s {
-					why = fmt.Sprintf("%s is on shard %q, not %q", cm.Name, cm.Labels[shard.Label("test")], s)
+				key := shard.Key(schema.GroupKind{Kind: "ConfigMap"}, cm)
+				s, _ := ring.Shard(key)
+				if got := cm.Labels[shard.BucketLabel("test")]; got != strconv.Itoa(shard.Bucket(key)) {
+					why = fmt.Sprintf("%s is in bucket %q, not %d", cm.Name, got, shard.Bucket(key))
 					return false
 				}
 				want[s]++
 				log.mu.Lock()
-				key := cm.Namespace + "/" + cm.Name
+				key = cm.Namespace + "/" + cm.Name
 				seen, by := log.seen[key], log.by[key]
 				log.mu.Unlock()
 				if seen != value || by != s {
@@ -209,18 +208,13 @@ func TestShardedManagers(t *testing.T) {
 				why = fmt.Sprintf("secrets: %v, %d", err, len(sl.Items))
 				return false
 			}
-			// Secrets, owned and reconciled by no sharded controller,
-			// carry their owner's bucket for good, and no shard label; each
-			// replica caches the Secrets of its owners' buckets.
+			// Secrets carry their owner's bucket; each replica caches the
+			// Secrets of its owners' buckets.
 			wantSecrets := map[string]int{}
 			for _, s := range sl.Items {
 				b := shard.Bucket(shard.Key(schema.GroupKind{Kind: "Secret"}, s))
 				if got := s.Labels[shard.BucketLabel("test")]; got != strconv.Itoa(b) {
 					why = fmt.Sprintf("secret %s is in bucket %q, not %d", s.Name, got, b)
-					return false
-				}
-				if l, ok := s.Labels[shard.Label("test")]; ok {
-					why = fmt.Sprintf("secret %s has the shard label %q", s.Name, l)
 					return false
 				}
 				owner, _ := ring.Owner(b)
@@ -308,41 +302,34 @@ func TestShardedManagers(t *testing.T) {
 	update("2")
 	eventually(t, "three replicas to reconcile every change", settled("2", a, b, cr))
 
-	// The drain label, as the leader writes it for an object that its
-	// shard did not release by itself: the shard releases the object, and
-	// it comes back to the shard the ring gives it.
-	step("drain")
-	drainPatch := fmt.Sprintf(`{"metadata":{"labels":{%q:"%d"}}}`, shard.DrainLabel("test"), time.Now().UnixMilli())
-	if _, err := cms.Patch(t.Context(), "cm-0", types.MergePatchType, []byte(drainPatch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the drained object to be released and given its shard again", func() bool {
-		cm, err := cms.Get(t.Context(), "cm-0", metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		_, draining := cm.Labels[shard.DrainLabel("test")]
-		want, _ := shard.NewRing([]string{"a", "b", "c"}, shard.RingOptions{}).Shard(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, cm))
-		return !draining && cm.Labels[shard.Label("test")] == want
-	})
-	eventually(t, "three replicas to reconcile every change after the drain", settled("2", a, b, cr))
-
-	// A shard that joins and then dies without leaving: its Lease is never
-	// renewed. Objects drain to it, then move on at once when it expires.
+	// A shard that joins, claims its buckets and dies without leaving:
+	// its Lease is never renewed. Its buckets are taken by no one until
+	// its Lease expires, and then by the live shards.
 	step("ghost")
 	leases, _ := client.For[coordinationv1.Lease](rc, client.Options{})
+	withGhost := shard.NewRing([]string{"a", "b", "c", "ghost"}, shard.RingOptions{})
 	ghost, dur, now := "ghost", int32(3), metav1.NewMicroTime(time.Now())
 	if _, err := leases.Namespace(ns).Create(t.Context(), &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-ghost", Labels: map[string]string{shard.RingLabel: "test"}},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &ghost, LeaseDurationSeconds: &dur, RenewTime: &now},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "test-ghost", Labels: map[string]string{shard.RingLabel: "test"},
+			Annotations: map[string]string{shard.ClaimsAnnotation: shard.EncodeClaims(withGhost.Buckets("ghost"))},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &ghost, LeaseDurationSeconds: &dur, RenewTime: &now},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "objects to move to the new shard", func() bool {
-		l, err := cms.List(t.Context(), metav1.ListOptions{LabelSelector: shard.Label("test") + "=ghost"})
-		return err == nil && len(l.Items) > 0
+	eventually(t, "the live shards to give the ghost its buckets", func() bool {
+		for _, r := range []*replica{a, b, cr} {
+			held := r.mgr.Shard().Held()
+			for _, x := range withGhost.Buckets("ghost") {
+				if held[x] != 0 {
+					return false
+				}
+			}
+		}
+		return true
 	})
-	eventually(t, "objects to move off the dead shard", settled("2", a, b, cr))
+	eventually(t, "the buckets of the dead shard to be taken", settled("2", a, b, cr))
 
 	step("3 -> 2")
 	b.stop(t)

@@ -20,10 +20,9 @@ import (
 
 // TestShardWebhook: with the assignment webhook registered, a new object
 // of a sharded kind comes back from its create already labelled with its
-// shard (the leader's watch would label it only afterwards), and an object
-// whose shard label is removed gets one again in the same update. An
-// object of a kind selected by bucket (Secrets: sharded, owned, and
-// reconciled by no controller) gets its owner's bucket instead.
+// bucket (the leader's watch would label it only afterwards), and an
+// object whose bucket label is removed gets it again in the same update.
+// An owned object (a Secret) gets its owner's bucket.
 func TestShardWebhook(t *testing.T) {
 	const ns, ring = "shard-hook", "hook"
 	c := cfg(t)
@@ -75,28 +74,31 @@ func TestShardWebhook(t *testing.T) {
 
 	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
-	// The webhook answers once the CA is injected and the shard is in the
-	// ring; until then creates pass unlabelled (failurePolicy Ignore).
+	bucketOf := func(cm *corev1.ConfigMap) string {
+		return strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, cm)))
+	}
+	// The webhook answers once the CA is injected; until then creates
+	// pass unlabelled (failurePolicy Ignore).
 	i := 0
 	eventually(t, "a create labelled by the webhook", func() bool {
 		i++
 		cm, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + strconv.Itoa(i)}}, metav1.CreateOptions{})
-		return err == nil && cm.Labels[shard.Label(ring)] == "h1"
+		return err == nil && cm.Labels[shard.BucketLabel(ring)] == bucketOf(cm)
 	})
 	cm, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "labelled-at-create", Labels: map[string]string{"app": "x"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cm.Labels[shard.Label(ring)]; got != "h1" || cm.Labels["app"] != "x" {
-		t.Fatalf("labels after create: %v, want the shard h1 and app=x", cm.Labels)
+	if got := cm.Labels[shard.BucketLabel(ring)]; got != bucketOf(cm) || cm.Labels["app"] != "x" {
+		t.Fatalf("labels after create: %v, want the bucket %s and app=x", cm.Labels, bucketOf(cm))
 	}
-	delete(cm.Labels, shard.Label(ring))
+	delete(cm.Labels, shard.BucketLabel(ring))
 	cm, err = cms.Update(t.Context(), cm, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cm.Labels[shard.Label(ring)]; got != "h1" {
-		t.Fatalf("labels after an update removed the shard: %v, want the shard h1 back", cm.Labels)
+	if got := cm.Labels[shard.BucketLabel(ring)]; got != bucketOf(cm) {
+		t.Fatalf("labels after an update removed the bucket: %v, want the bucket %s back", cm.Labels, bucketOf(cm))
 	}
 	secrets, _ := client.For[corev1.Secret](rc, client.Options{})
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "owned", Namespace: ns}}
@@ -108,8 +110,8 @@ func TestShardWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "Secret"}, sec)))
-	if got, shardLabel := sec.Labels[shard.BucketLabel(ring)], sec.Labels[shard.Label(ring)]; got != want || shardLabel != "" {
-		t.Fatalf("an owned Secret's labels after create: %v, want the bucket %s and no shard", sec.Labels, want)
+	if got := sec.Labels[shard.BucketLabel(ring)]; got != want {
+		t.Fatalf("an owned Secret's labels after create: %v, want the bucket %s", sec.Labels, want)
 	}
 	if want != strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, cm))) {
 		t.Fatalf("the Secret's bucket %s is not its owner's", want)

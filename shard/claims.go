@@ -10,8 +10,8 @@ import (
 // Buckets bits in hexadecimal, bucket b being bit b%8 of byte b/8.
 const ClaimsAnnotation = "shard.loom.dev/claims"
 
-// encodeClaims returns the annotation value of the buckets bs.
-func encodeClaims(bs []int) string {
+// EncodeClaims returns the ClaimsAnnotation value of the buckets bs.
+func EncodeClaims(bs []int) string {
 	var m [Buckets / 8]byte
 	for _, b := range bs {
 		m[b/8] |= 1 << (b % 8)

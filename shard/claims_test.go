@@ -10,7 +10,7 @@ import (
 func TestClaimsRoundTrip(t *testing.T) {
 	r := NewRing([]string{"a", "b", "c"}, RingOptions{})
 	for _, bs := range [][]int{nil, {0}, {Buckets - 1}, r.Buckets("b"), NewRing([]string{"a"}, RingOptions{}).Buckets("a")} {
-		got, err := DecodeClaims(encodeClaims(bs))
+		got, err := DecodeClaims(EncodeClaims(bs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,7 +24,7 @@ func TestClaimsRoundTrip(t *testing.T) {
 			t.Fatalf("round trip of %d buckets gave %d", len(bs), len(back))
 		}
 	}
-	for _, bad := range []string{"zz", "00", encodeClaims(nil) + "00"} {
+	for _, bad := range []string{"zz", "00", EncodeClaims(nil) + "00"} {
 		if _, err := DecodeClaims(bad); err == nil {
 			t.Errorf("DecodeClaims(%.10q...) gave no error", bad)
 		}

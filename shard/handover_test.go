@@ -174,7 +174,7 @@ func TestHandOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Annotations[ClaimsAnnotation]; got != encodeClaims(ab.Buckets("a")) {
+	if got := l.Annotations[ClaimsAnnotation]; got != EncodeClaims(ab.Buckets("a")) {
 		t.Fatal("a's Lease does not claim exactly its buckets")
 	}
 
@@ -202,11 +202,11 @@ func TestClaimsOfOthers(t *testing.T) {
 	}
 	all := NewRing([]string{"x"}, RingOptions{}).Buckets("x")
 	lease("garbled", "not-a-bitmap", 3600)
-	lease("dying", encodeClaims(all), 4)
+	lease("dying", EncodeClaims(all), 4)
 	s := startReplica(t, leases, ring, "s")
 	eventually(t, "s claiming its buckets", func() bool {
 		l, err := leases.Get(t.Context(), ring+"-s", metav1.GetOptions{})
-		return err == nil && l.Annotations[ClaimsAnnotation] != "" && l.Annotations[ClaimsAnnotation] != encodeClaims(nil)
+		return err == nil && l.Annotations[ClaimsAnnotation] != "" && l.Annotations[ClaimsAnnotation] != EncodeClaims(nil)
 	})
 	time.Sleep(500 * time.Millisecond) // several rounds of looking
 	if n := len(s.held()); n != 0 {

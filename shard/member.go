@@ -180,7 +180,7 @@ func (m *Member) Start(ctx context.Context) error {
 // the write succeeded, and ErrShardLost once the Lease is given up.
 func (m *Member) Claim(ctx context.Context, bs []int) error {
 	m.mu.Lock()
-	m.claims = encodeClaims(bs)
+	m.claims = EncodeClaims(bs)
 	m.mu.Unlock()
 	var err error
 	for range 3 { // a conflict with a renewal is read again and retried

@@ -21,7 +21,6 @@ import (
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/rest"
-	"github.com/loom-k8s/loom/shard"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -49,6 +48,10 @@ type FloorOptions struct {
 	UpdateRate  int   // Shelf updates per second while the workload is on
 	Concurrency []int // writes in flight, one round each (with and without the workload)
 }
+
+// moveLabel is the label whose writes the floor times: the shard label
+// that objects carried before shards handed buckets over instead.
+const moveLabel = "shard.loom.dev/bench"
 
 // bucketLabel holds each object's fixed hash bucket in the floor's run.
 const bucketLabel = "floor.loom.dev/bucket"
@@ -96,7 +99,7 @@ func Floor(ctx context.Context, opts FloorOptions, out func(format string, args 
 	defer rc.CloseIdleConnections()
 	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	cms = cms.Namespace(ns)
-	label := shard.Label("bench")
+	label := moveLabel
 	// bucket is a Shelf's fixed hash bucket, which its ConfigMaps carry
 	// too: what a hand-over by buckets would select on. With 255 buckets,
 	// a bucket's remainder by 3 is its Shelf's hash's, so the buckets

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -100,7 +101,10 @@ func overheadOnce(ctx context.Context, rc *rest.Client, run, n int) (int64, erro
 		wg.Go(func() {
 			for i := range work {
 				_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-					Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{shard.Label(ring): "s1", "app": "overhead"}},
+					Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{
+						shard.BucketLabel(ring): strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, &metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%05d", i)}))),
+						"app":                   "overhead",
+					}},
 					Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 				if err != nil {
 					select {

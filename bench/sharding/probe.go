@@ -20,10 +20,10 @@ import (
 	"github.com/loom-k8s/loom/shard"
 )
 
-// The two ways new objects get their shard: the leader's watch of
+// The two ways new objects get their bucket label: the leader's watch of
 // unassigned objects, and the assignment webhook. The probe creates Shelves
 // one at a time and measures the create's latency and the time until the
-// Shelf carries its shard label (0 when the create's response has it). A
+// Shelf carries its bucket label (0 when the create's response has it). A
 // third mode calls a webhook that changes nothing, for what any webhook
 // adds. The modes take turns create by create, in a shuffled order, so
 // that the machine's load, which drifts over seconds, falls alike on all
@@ -163,7 +163,7 @@ func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, erro
 	type sample struct{ create, labelled time.Duration }
 	samples := map[string][]sample{}
 	atCreate := map[string]int{}
-	label := shard.Label("bench")
+	label := shard.BucketLabel("bench")
 	var names []string
 	calls0, err := r.webhookCalls(ctx)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -136,6 +137,7 @@ type run struct {
 	// time from the moves.
 	shelfInf, cmInf *cache.Informer[*metav1.PartialObjectMetadata]
 	mwcs            *client.Client[*admissionregistrationv1.MutatingWebhookConfiguration]
+	leases          *client.Client[*coordinationv1.Lease] // in ns
 
 	procs   map[string]*proc
 	offsets map[string]int64
@@ -245,6 +247,8 @@ func (r *run) setup(ctx context.Context) error {
 	cmRes := client.Resource{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}
 	r.cmMeta, _ = client.For[metav1.PartialObjectMetadata](rc, client.Options{Resource: cmRes})
 	r.cmMeta = r.cmMeta.Namespace(ns)
+	r.leases, _ = client.For[coordinationv1.Lease](rc, client.Options{})
+	r.leases = r.leases.Namespace(ns)
 	r.mwcs, _ = client.For[admissionregistrationv1.MutatingWebhookConfiguration](rc, client.Options{})
 	r.shelfInf = cache.NewInformer(cache.ListWatch(r.meta, cache.ListWatchOptions{Namespace: ns}), cache.InformerOptions[*metav1.PartialObjectMetadata]{Name: "driver shelves"})
 	r.cmInf = cache.NewInformer(cache.ListWatch(r.cmMeta, cache.ListWatchOptions{Namespace: ns}), cache.InformerOptions[*metav1.PartialObjectMetadata]{Name: "driver configmaps"})

@@ -214,109 +214,82 @@ func (r *run) updater(ctx context.Context) {
 	}
 }
 
-// settle waits until every Shelf is on the shard ring gives it, with no
-// drain label, and every owned ConfigMap has its owner's bucket. It returns
-// the Shelves' shards.
+// settle waits until every Shelf and every owned ConfigMap carries its
+// bucket label, and the Lease of every live replica claims exactly the
+// buckets ring gives it: the buckets have changed hands. It returns each
+// Shelf's shard on ring.
 func (r *run) settle(ctx context.Context, ring *shard.Ring, t0 time.Time, bound time.Duration) (map[string]string, time.Duration, error) {
-	label, drain, bucket := shard.Label("bench"), shard.DrainLabel("bench"), shard.BucketLabel("bench")
+	bucket := shard.BucketLabel("bench")
 	lastReport := time.Now()
 	// This loop runs ten times a second over 15,000 objects, and its CPU
-	// is taken from the replicas and the API server it measures. So it
-	// looks at every object only to find those off their shard, then
-	// looks again at those alone until none is left, and at every object
-	// once more to confirm. The ring is fixed during a step, and so is
-	// each object's shard key: each object's shard is worked out once.
-	shelfWant, cmWant := map[string]string{}, map[string]string{}
-	want := func(m map[string]string, gk schema.GroupKind, o *metav1.PartialObjectMetadata) string {
-		w, ok := m[o.Name]
+	// is taken from the replicas and the API server it measures. Each
+	// object's bucket is worked out once; once all objects were seen
+	// labelled, only the Leases are read.
+	want := map[string]string{}
+	bucketOf := func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) string {
+		k := gk.Kind + "/" + o.Name
+		w, ok := want[k]
 		if !ok {
-			w, _ = ring.Shard(shard.Key(gk, o))
-			m[o.Name] = w
+			w = strconv.Itoa(shard.Bucket(shard.Key(gk, o)))
+			want[k] = w
 		}
 		return w
 	}
-	var pendingShelves, pendingCMs []string // store keys of the objects off their shard at the last look
-	full := true
+	labelled := false
+	claims := map[string]string{}
+	for _, id := range ring.Members() {
+		claims[id] = shard.EncodeClaims(ring.Buckets(id))
+	}
 	for {
 		for _, p := range r.procs {
 			r.readLog(p)
 		}
 		why := ""
-		var wrong, draining, unassigned, cmWrong int
-		var shelves, cms []*metav1.PartialObjectMetadata
-		if !r.shelfInf.HasSynced() || !r.cmInf.HasSynced() {
+		var unlabelled, unclaimed int
+		switch {
+		case !r.shelfInf.HasSynced() || !r.cmInf.HasSynced():
 			why = "the driver's informers have not synced"
-		} else if full {
-			shelves, cms = r.shelfInf.Indexer().List(), r.cmInf.Indexer().List()
-		} else {
-			for _, k := range pendingShelves {
-				if o, ok := r.shelfInf.Indexer().Get(k); ok {
-					shelves = append(shelves, o)
+		case !labelled:
+			for _, o := range r.shelfInf.Indexer().List() {
+				if o.Labels[bucket] != bucketOf(shelfGK, o) {
+					why = fmt.Sprintf("shelf %s in bucket %q, want %q", o.Name, o.Labels[bucket], bucketOf(shelfGK, o))
+					unlabelled++
 				}
 			}
-			for _, k := range pendingCMs {
-				if o, ok := r.cmInf.Indexer().Get(k); ok {
-					cms = append(cms, o)
+			for _, o := range r.cmInf.Indexer().List() {
+				if metav1.GetControllerOfNoCopy(o) == nil {
+					continue
+				}
+				if o.Labels[bucket] != bucketOf(schema.GroupKind{Kind: "ConfigMap"}, o) {
+					why = fmt.Sprintf("configmap %s in bucket %q, want %q", o.Name, o.Labels[bucket], bucketOf(schema.GroupKind{Kind: "ConfigMap"}, o))
+					unlabelled++
 				}
 			}
+			labelled = why == ""
 		}
-		looked := full && why == ""
-		pendingShelves, pendingCMs = pendingShelves[:0], pendingCMs[:0]
-		for _, o := range shelves {
-			want := want(shelfWant, shelfGK, o)
-			_, drained := o.Labels[drain]
-			if o.Labels[label] != want || drained {
-				why = fmt.Sprintf("shelf %s on %q (draining %v), want %q", o.Name, o.Labels[label], drained, want)
-				pendingShelves = append(pendingShelves, o.Namespace+"/"+o.Name)
-				wrong++
-				if drained {
-					draining++
+		if why == "" {
+			for id, c := range claims {
+				l, err := r.leases.Get(ctx, "bench-"+id, metav1.GetOptions{})
+				if err != nil || l.Annotations[shard.ClaimsAnnotation] != c {
+					why = fmt.Sprintf("the Lease of %s does not claim its buckets yet (%v)", id, err)
+					unclaimed++
 				}
-				if o.Labels[label] == "" {
-					unassigned++
-				}
-			}
-		}
-		for _, o := range cms {
-			ref := metav1.GetControllerOfNoCopy(o)
-			if ref == nil {
-				continue
-			}
-			// Owned ConfigMaps carry their owner's bucket, for good, and
-			// no shard label: each replica selects its buckets.
-			want, ok := cmWant[o.Name]
-			if !ok {
-				want = strconv.Itoa(shard.Bucket(shard.Key(schema.GroupKind{Kind: "ConfigMap"}, o)))
-				cmWant[o.Name] = want
-			}
-			if o.Labels[bucket] != want || o.Labels[label] != "" {
-				if why == "" {
-					why = fmt.Sprintf("configmap %s in bucket %q on %q, want bucket %q", o.Name, o.Labels[bucket], o.Labels[label], want)
-				}
-				pendingCMs = append(pendingCMs, o.Namespace+"/"+o.Name)
-				cmWrong++
 			}
 		}
 		if time.Since(lastReport) >= 5*time.Second {
 			lastReport = time.Now()
-			fmt.Fprintf(r.opts.Out, "    %5.1fs: Shelves off their shard %d (draining %d, unassigned %d), ConfigMaps off their shard %d\n",
-				time.Since(t0).Seconds(), wrong, draining, unassigned, cmWrong)
+			fmt.Fprintf(r.opts.Out, "    %5.1fs: objects without their bucket label %d, replicas not claiming their buckets %d\n",
+				time.Since(t0).Seconds(), unlabelled, unclaimed)
 		}
-		if looked && why == "" {
-			shards := make(map[string]string, len(shelves))
-			for _, o := range shelves {
-				shards[o.Name] = o.Labels[label]
+		if why == "" {
+			shards := map[string]string{}
+			for _, o := range r.shelfInf.Indexer().List() {
+				shards[o.Name], _ = ring.Shard(shard.Key(shelfGK, o))
 			}
 			return shards, time.Since(t0), nil
 		}
 		if time.Since(t0) > bound {
 			return nil, 0, fmt.Errorf("not settled after %s: %s", bound, why)
-		}
-		// Once the objects that were off their shard are on it, look at
-		// all of them at once, without waiting.
-		full = why == "" || !looked && len(pendingShelves)+len(pendingCMs) == 0
-		if full && why == "" {
-			continue
 		}
 		select {
 		case <-ctx.Done():

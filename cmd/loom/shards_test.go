@@ -19,9 +19,9 @@ import (
 )
 
 // TestShards: loom shards lists a ring's shards from their Leases (live or
-// not by their renewal) and counts the objects each holds (by shard label,
-// or by bucket label and the ring of the live shards), those with no shard
-// and those draining.
+// not by their renewal) with the buckets each claims, and counts the
+// objects each holds (by bucket label and the ring of the live shards)
+// and those with no bucket.
 func TestShards(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
@@ -37,12 +37,16 @@ func TestShards(t *testing.T) {
 	leases, _ := client.For[coordinationv1.Lease](rc, client.Options{})
 	dur := int32(15)
 	for _, l := range []struct {
-		id  string
-		age time.Duration
-	}{{"alpha", 0}, {"beta", time.Hour}} {
+		id     string
+		age    time.Duration
+		claims []int
+	}{{"alpha", 0, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}, {"beta", time.Hour, nil}} {
 		id, renewed := l.id, metav1.NewMicroTime(time.Now().Add(-l.age))
 		if _, err := leases.Namespace("default").Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: "web-" + id, Labels: map[string]string{shard.RingLabel: "web"}},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "web-" + id, Labels: map[string]string{shard.RingLabel: "web"},
+				Annotations: map[string]string{shard.ClaimsAnnotation: shard.EncodeClaims(l.claims)},
+			},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &dur, RenewTime: &renewed},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -50,11 +54,12 @@ func TestShards(t *testing.T) {
 	}
 	cms, _ := client.For[corev1.ConfigMap](rc, client.Options{})
 	for i, labels := range []map[string]string{
-		{shard.Label("web"): "alpha"},
-		{shard.Label("web"): "alpha", shard.DrainLabel("web"): "1"},
-		{shard.Label("web"): "beta"},
+		// alpha's: the only live shard owns every bucket
+		{shard.BucketLabel("web"): "7"},
+		{shard.BucketLabel("web"): "300"},
+		{shard.BucketLabel("web"): "1023", "other": "y"},
 		{"other": "x"},
-		{shard.BucketLabel("web"): "7"}, // alpha's: the only live shard owns every bucket
+		nil,
 	} {
 		if _, err := cms.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name: "cm-" + string(rune('a'+i)), Labels: labels}}, metav1.CreateOptions{}); err != nil {
@@ -66,7 +71,7 @@ func TestShards(t *testing.T) {
 		t.Fatal(err, errOut.String())
 	}
 	got := strings.Join(strings.Fields(out.String()), " ")
-	want := regexp.MustCompile(`^SHARD LIVE RENEWED CONFIGMAPS alpha yes [0-9]s ago 3 beta no 1h0m[0-9]s ago 1 <unassigned> 1 <draining> 1$`)
+	want := regexp.MustCompile(`^SHARD LIVE RENEWED BUCKETS CONFIGMAPS alpha yes [0-9]s ago 10 3 beta no 1h0m[0-9]s ago 0 0 <unassigned> 2$`)
 	if !want.MatchString(got) {
 		t.Errorf("loom shards printed:\n%s\nwant the fields to match %s", out.String(), want)
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/client"
@@ -21,9 +24,9 @@ import (
 
 // TestFooSharded runs two replicas of the operator as one sharded ring,
 // each as the operator's service account (so the shipped role covers
-// sharding): every Foo gets its Deployment, each Foo carries the label of
-// the replica the ring gives it, both replicas hold some, and each has its
-// shard Lease.
+// sharding): every Foo gets its Deployment and carries its bucket label,
+// the ring gives both replicas some, and each replica's shard Lease comes
+// to claim exactly the buckets the ring gives it.
 func TestFooSharded(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Controllers: true, Scheduler: true, Nodes: 1})
 	ctx := t.Context()
@@ -71,11 +74,12 @@ func TestFooSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range list.Items {
-		want, _ := ring.Shard(shard.Key(v1alpha1.GroupVersion.WithKind("Foo").GroupKind(), f))
-		if got := f.Labels[shard.Label("foo")]; got != want {
-			t.Errorf("Foo %s is on shard %q, want %q", f.Name, got, want)
+		key := shard.Key(v1alpha1.GroupVersion.WithKind("Foo").GroupKind(), f)
+		if got, want := f.Labels[shard.BucketLabel("foo")], strconv.Itoa(shard.Bucket(key)); got != want {
+			t.Errorf("Foo %s is in bucket %q, want %s", f.Name, got, want)
 		}
-		held[want]++
+		on, _ := ring.Shard(key)
+		held[on]++
 	}
 	if held["one"] == 0 || held["two"] == 0 {
 		t.Errorf("the ring puts all %d Foos on one replica: %v", n, held)
@@ -83,5 +87,20 @@ func TestFooSharded(t *testing.T) {
 	out := e2e.Kubectl(t, env, "get", "leases", "-n", "foo-system", "-l", shard.RingLabel+"=foo", "-o", "name")
 	if out != "lease.coordination.k8s.io/foo-one\nlease.coordination.k8s.io/foo-two\n" {
 		t.Errorf("shard leases:\n%s", out)
+	}
+	leases, _ := client.For[coordinationv1.Lease](rc, client.Options{})
+	for _, id := range []string{"one", "two"} {
+		want := shard.EncodeClaims(ring.Buckets(id))
+		deadline := time.Now().Add(time.Minute)
+		for {
+			l, err := leases.Namespace("foo-system").Get(ctx, "foo-"+id, metav1.GetOptions{})
+			if err == nil && l.Annotations[shard.ClaimsAnnotation] == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the Lease of %s does not claim the buckets the ring gives it (%v)", id, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
