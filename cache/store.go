@@ -184,14 +184,15 @@ func (s *Store[T]) deleteKey(key string) {
 	s.shrink()
 }
 
-// shrink rebuilds the state once fewer than half of its slots hold
-// objects: Go maps and slices never give back room, so a store that held
-// many objects and now holds fewer (an informer whose selector let most
-// go, such as a shard's after the ring grew from one replica to three)
-// would keep its peak size. Each rebuild costs about as much as the
+// shrink rebuilds the state once fewer than three quarters of its slots
+// hold objects: Go maps and slices never give back room, so a store that
+// held many objects and now holds fewer (an informer whose selector let
+// most go, such as a shard's after the ring grew from one replica to
+// three) would keep its peak size. A store keeps at most a third more
+// room than it needs, and each rebuild costs about three times the
 // deletes that led to it.
 func (s *Store[T]) shrink() {
-	if len(s.st.slots) < 256 || len(s.st.ids) >= len(s.st.slots)/2 {
+	if len(s.st.slots) < 256 || 4*len(s.st.ids) >= 3*len(s.st.slots) {
 		return
 	}
 	st := s.newState(len(s.st.ids))

@@ -168,7 +168,7 @@ func (t *Table) forget(p uintptr) {
 	ps.mu.Lock()
 	if pt, ok := ps.m[p]; ok && pt.w.Value() == nil {
 		delete(ps.m, p)
-		if ps.peak >= shrinkFrom && len(ps.m) < ps.peak/2 {
+		if ps.peak >= shrinkFrom && 4*len(ps.m) < 3*ps.peak {
 			m := make(map[uintptr]part, len(ps.m))
 			for p, pt := range ps.m {
 				m[p] = pt
@@ -194,13 +194,13 @@ func (t *Table) remove(k Key) {
 	s.mu.Unlock()
 }
 
-// shrink makes m anew once it holds fewer than half of its peak entries:
-// a Go map never gives back room, and a process whose objects went
-// elsewhere (a shard after the ring grew, say) would otherwise keep the
-// table's peak size. Each rebuild costs about as much as the removals
-// that led to it. s.mu must be held.
+// shrink makes m anew once it holds fewer than three quarters of its
+// peak entries: a Go map never gives back room, and a process whose
+// objects went elsewhere (a shard after the ring grew, say) would
+// otherwise keep the table's peak size. Each rebuild costs about three
+// times the removals that led to it. s.mu must be held.
 func (s *shard) shrink() {
-	if s.peak < shrinkFrom || len(s.m) >= s.peak/2 {
+	if s.peak < shrinkFrom || 4*len(s.m) >= 3*s.peak {
 		return
 	}
 	m := make(map[Key]entry, len(s.m)) // maps.Clone would keep the room

@@ -44,10 +44,10 @@ func TestTableShrinks(t *testing.T) {
 		l, peak := len(s.m), s.peak
 		s.mu.Unlock()
 		total += l
-		// A shard rebuilt its map when it fell below half its peak, so
-		// its peak is now at most twice what it holds (or too small to
-		// be worth rebuilding).
-		if peak >= shrinkFrom && peak > 2*l+1 {
+		// A shard rebuilt its map when it fell below three quarters of
+		// its peak, so its peak is now at most a third more than what it
+		// holds (or too small to be worth rebuilding).
+		if peak >= shrinkFrom && 3*peak > 4*l+3 {
 			t.Errorf("shard %d: %d entries, map made for a peak of %d", i, l, peak)
 		}
 	}
@@ -61,7 +61,7 @@ func TestTableShrinks(t *testing.T) {
 		l, peak := len(ps.m), ps.peak
 		ps.mu.Unlock()
 		parts += l
-		if peak >= shrinkFrom && peak > 2*l+1 {
+		if peak >= shrinkFrom && 3*peak > 4*l+3 {
 			t.Errorf("parts shard %d: %d parts, map made for a peak of %d", i, l, peak)
 		}
 	}
