@@ -47,7 +47,7 @@ func TestShards(t *testing.T) {
 				Name: "web-" + id, Labels: map[string]string{shard.RingLabel: "web"},
 				Annotations: map[string]string{shard.ClaimsAnnotation: shard.EncodeClaims(l.claims)},
 			},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &dur, RenewTime: &renewed},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &dur, RenewTime: &renewed},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
