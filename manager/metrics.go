@@ -165,13 +165,13 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"ring"}),
 		shardMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loom_shard_assignments_total",
-			Help: "Objects given a shard by this replica, by reason: new (none before), dead (its shard left), drain (the leader asked a live shard for it), release (a live shard handed it over after a ring change), owner (an owned object followed its owner).",
+			Help: "Assignments made by this replica, by reason: new (an object given its bucket label), bucket (a wrong bucket label corrected), handover (a bucket this shard took from the ring's other shards).",
 		}, []string{"ring", "reason"}),
 		shardObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "loom_shard_objects", Help: "Objects per shard (\"\" for unassigned) and kind, counted by the leader's last pass.",
+			Name: "loom_shard_objects", Help: "Objects per shard (\"\" for those without a bucket label) and kind, counted by the leader's last pass.",
 		}, []string{"ring", "kind", "shard"}),
 		drainTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "loom_shard_drain_seconds", Help: "Time from the start of a drain to its release by the old shard (clocks of two replicas).",
+			Name: "loom_shard_drain_seconds", Help: "Time a shard took to give up the buckets the ring moved off it: from its seeing the change to its Lease no longer claiming them.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}, []string{"ring"}),
 	}

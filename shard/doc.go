@@ -18,15 +18,15 @@
 //   - [Members] watches the ring's Leases and keeps the ring of the live
 //     shards, by this process's clock.
 //   - [Assigner], on the leader, gives every object of the sharded kinds
-//     the label [Label] naming its shard, moves objects off a shard that
-//     is gone, and asks live shards with the [DrainLabel] for the objects
-//     they did not release by themselves after a ring change.
-//   - [Shard] is one replica's side: the selector of its objects, the
-//     ring's changes, and [Shard.Release] and [Shard.Follow], which a
-//     sharded controller calls instead of reconciling an object that the
-//     ring moved off its shard (or that is draining). Owned kinds that no
-//     sharded controller reconciles are selected by bucket instead
-//     ([Shard.ByBucket], [BucketLabel]): their objects keep their owner's
-//     bucket for good, and each shard lists the buckets the ring gives it
-//     again when the ring changes ([Shard.Want], [Shard.Covers]).
+//     the label [BucketLabel] holding its bucket, when the assignment
+//     webhook ([Admission]) did not, and corrects wrong ones. Objects are
+//     written once, and never when the ring changes.
+//   - [Shard] is one replica's side: the buckets it holds, which its
+//     controllers may reconcile ([Shard.Begin]), and the hand-over of
+//     buckets between shards. A shard claims buckets in its Lease
+//     ([ClaimsAnnotation]), selects their objects in its informers
+//     ([Shard.Selector]), and takes a bucket only once its informers have
+//     listed it and no other live shard claims it; it gives a bucket up
+//     once no reconcile of it is in flight. No two shards hold a bucket
+//     at once.
 package shard

@@ -24,8 +24,8 @@ import (
 type MemberOptions struct {
 	// Ring names the ring; Namespace holds its Leases.
 	Ring, Namespace string
-	// Identity names this shard: it is the value of the shard label on
-	// its objects, and its Lease is named "<ring>-<identity>". Default:
+	// Identity names this shard: its Lease is named "<ring>-<identity>"
+	// and names it as the holder. Default:
 	// the host name (lower case) and a random suffix, unique per process.
 	Identity string
 	// LeaseDuration is how long the others wait, from the last renewal
@@ -128,8 +128,7 @@ func NewMember(leases *client.Client[*coordinationv1.Lease], opts MemberOptions)
 	}, nil
 }
 
-// Identity returns the shard's identity: the value of the shard label on
-// its objects.
+// Identity returns the shard's identity.
 func (m *Member) Identity() string { return m.opts.Identity }
 
 // Start creates or takes over the shard's Lease and renews it every
