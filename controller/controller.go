@@ -277,7 +277,10 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	c.log.Info("starting workers", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
 	if c.shard != nil {
-		wg.Go(func() { c.watchBuckets(ctx) })
+		// Subscribed before any worker can refuse a key, so that no take
+		// of a bucket goes unseen after a refusal.
+		changes := c.shard.Changes()
+		wg.Go(func() { c.watchBuckets(ctx, changes) })
 	}
 	for range c.opts.Workers {
 		wg.Go(func() {

@@ -9,9 +9,9 @@ import (
 // watchBuckets queues, each time the controller's shard takes buckets,
 // the cached objects of those buckets: a reconcile of them was refused
 // until then (see shard.Shard.Begin), and the shard that held them before
-// may not have seen their last change.
-func (c *Controller[T]) watchBuckets(ctx context.Context) {
-	changes := c.shard.Changes()
+// may not have seen their last change. changes is the shard's (see
+// shard.Shard.Changes).
+func (c *Controller[T]) watchBuckets(ctx context.Context, changes <-chan struct{}) {
 	gk := c.kind.GroupKind()
 	var had [shard.Buckets]uint64
 	for {

@@ -178,6 +178,14 @@ func (a *Assigner) Start(ctx context.Context) error {
 	}
 
 	changes := a.opts.Members.Changes()
+	// The first pass counts each shard's objects: it waits for the ring.
+	for !a.opts.Members.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	next := time.Duration(0)
 	for {
 		t := time.NewTimer(next)
