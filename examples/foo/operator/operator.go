@@ -24,8 +24,8 @@ import (
 // running the operator with its service account's token:
 //
 // Run sharded (Options.Sharding), the replicas also patch Foos (the
-// leader labels each with its shard; a shard removes its label to hand a
-// Foo on) and list, watch and delete their shard Leases.
+// leader labels each with its bucket) and list, watch and delete their
+// shard Leases.
 //
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
