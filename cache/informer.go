@@ -346,6 +346,9 @@ func (i *Informer[T]) Relist(ctx context.Context) error {
 			return fmt.Errorf("cache: informer %s: Relist: %w", i.name, ErrStopped)
 		}
 	}
+	// A new selector often lets many objects go at once: give back
+	// their room now rather than keep up to a third more.
+	i.store.compact()
 	return nil
 }
 

@@ -195,17 +195,42 @@ func (s *Store[T]) shrink() {
 	if len(s.st.slots) < 256 || 4*len(s.st.ids) >= 3*len(s.st.slots) {
 		return
 	}
+	if st, ok := s.rebuilt(); ok {
+		s.st = st
+	}
+}
+
+// rebuilt returns the state made anew with room for its objects only;
+// false if it could not be (not expected: every object was indexed
+// before). s.writeMu must be held.
+func (s *Store[T]) rebuilt() (state[T], bool) {
 	st := s.newState(len(s.st.ids))
 	for _, sl := range s.st.slots {
 		if sl.key == "" {
 			continue
 		}
 		if err := s.put(&st, sl.key, sl.obj); err != nil {
-			return // indexed before, so not expected: keep the old state
+			return state[T]{}, false
 		}
 	}
 	st.hint = 0
-	s.st = st
+	return st, true
+}
+
+// compact rebuilds the state if any of its slots is empty, so that it
+// holds no more room than its objects need. Readers are not blocked while
+// it rebuilds.
+func (s *Store[T]) compact() {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if len(s.st.ids) == len(s.st.slots) {
+		return
+	}
+	if st, ok := s.rebuilt(); ok {
+		s.mu.Lock()
+		s.st = st
+		s.mu.Unlock()
+	}
 }
 
 // Replace makes the store hold exactly objs (the last one wins when two

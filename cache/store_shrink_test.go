@@ -70,3 +70,35 @@ func TestStoreShrinksToItsShare(t *testing.T) {
 		t.Fatalf("List: %d objects, want %d", got, keep)
 	}
 }
+
+// TestStoreCompact: compact gives back all the room of deleted objects
+// (shrink leaves up to a third), and the store still answers reads.
+func TestStoreCompact(t *testing.T) {
+	s := NewStore(StoreOptions[*metav1.ObjectMeta]{})
+	const n, keep = 1000, 400
+	for i := range n {
+		if err := s.Add(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := keep; i < n; i++ {
+		if err := s.Delete(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.st.slots) == keep {
+		t.Fatal("the test needs a store with room left after its deletes")
+	}
+	s.compact()
+	if got := len(s.st.slots); got != keep {
+		t.Errorf("%d slots for %d objects after compact", got, keep)
+	}
+	for i := range keep {
+		if _, ok := s.Get("ns/" + strconv.Itoa(i)); !ok {
+			t.Fatalf("object %d lost by compact", i)
+		}
+	}
+	if got := len(s.List()); got != keep {
+		t.Fatalf("List: %d objects, want %d", got, keep)
+	}
+}
