@@ -295,6 +295,12 @@ func runCR(ctx context.Context, kubeconfig, ns string, nocopy bool, rec *recorde
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: ownedName(cm.Name)}}
 		_, err = controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
 			sec.Data = ownedData(cm.Annotations)
+			// With nocopy, the Secret read from the cache shares its
+			// owner references with the cached one, which
+			// SetControllerReference would change in place under the
+			// informer's readers: a user of UnsafeDisableDeepCopy must
+			// copy what it changes.
+			sec.OwnerReferences = slices.Clone(sec.OwnerReferences)
 			return controllerutil.SetControllerReference(&cm, sec, mgr.GetScheme())
 		})
 		return reconcile.Result{}, err
