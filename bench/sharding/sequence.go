@@ -168,7 +168,7 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 func (r *run) print(sr StepReport, base Heap) {
 	var hs []string
 	for _, h := range sr.Heaps {
-		hs = append(hs, fmt.Sprintf("%s %.1f MB (%.2fx) %d/%d", h.Replica, float64(h.Bytes)/1e6, float64(h.Bytes)/float64(base.Bytes), h.Shelves, h.ConfigMaps))
+		hs = append(hs, fmt.Sprintf("%s %.2f MB (%.3fx) %d/%d", h.Replica, float64(h.Bytes)/1e6, float64(h.Bytes)/float64(base.Bytes), h.Shelves, h.ConfigMaps))
 	}
 	var rs []string
 	for _, id := range sr.Replicas {
