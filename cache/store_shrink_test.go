@@ -47,12 +47,10 @@ func TestStoreShrinks(t *testing.T) {
 	}
 }
 
-// TestStoreShrinksToItsShare: a store that keeps 40 % of its objects (a replica's
-// share after the ring grows from one to three) gives back the room of
-// the rest, keeping at most a third more than it holds.
-func TestStoreShrinksToItsShare(t *testing.T) {
+// keptShare returns a store that held n objects and kept the first keep.
+func keptShare(t *testing.T, n, keep int) *Store[*metav1.ObjectMeta] {
+	t.Helper()
 	s := NewStore(StoreOptions[*metav1.ObjectMeta]{})
-	const n, keep = 1000, 400
 	for i := range n {
 		if err := s.Add(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
 			t.Fatal(err)
@@ -63,6 +61,15 @@ func TestStoreShrinksToItsShare(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return s
+}
+
+// TestStoreShrinksToItsShare: a store that keeps 40 % of its objects (a
+// replica's share after the ring grows from one to three) gives back the
+// room of the rest, keeping at most a third more than it holds.
+func TestStoreShrinksToItsShare(t *testing.T) {
+	const n, keep = 1000, 400
+	s := keptShare(t, n, keep)
 	if got := len(s.st.slots); got > keep*4/3+1 {
 		t.Errorf("%d slots for %d objects after deleting %d: the store kept more than a third extra", got, keep, n-keep)
 	}
@@ -74,18 +81,8 @@ func TestStoreShrinksToItsShare(t *testing.T) {
 // TestStoreCompact: compact gives back all the room of deleted objects
 // (shrink leaves up to a third), and the store still answers reads.
 func TestStoreCompact(t *testing.T) {
-	s := NewStore(StoreOptions[*metav1.ObjectMeta]{})
-	const n, keep = 1000, 400
-	for i := range n {
-		if err := s.Add(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := keep; i < n; i++ {
-		if err := s.Delete(&metav1.ObjectMeta{Namespace: "ns", Name: strconv.Itoa(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const keep = 400
+	s := keptShare(t, 1000, keep)
 	if len(s.st.slots) == keep {
 		t.Fatal("the test needs a store with room left after its deletes")
 	}
