@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,8 @@ type Shard struct {
 	releasing [Buckets]bool
 	inFlight  [Buckets]int
 	subs      []chan struct{}
+
+	looks atomic.Int64 // reads of the others' claims, for tests
 }
 
 // New returns the shard opts describes.
@@ -321,6 +324,7 @@ func (s *Shard) acquire(ctx context.Context) (pending bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	s.looks.Add(1)
 	s.mu.Lock()
 	got := 0
 	for _, b := range missing {
