@@ -209,7 +209,9 @@ func TestClaimsOfOthers(t *testing.T) {
 		return err == nil && l.Annotations[ClaimsAnnotation] != "" && l.Annotations[ClaimsAnnotation] != EncodeClaims(nil)
 	})
 	looked := s.shard.looks.Load()
-	eventually(t, "s to read the others' claims three times more", func() bool { return s.shard.looks.Load() >= looked+3 })
+	eventually(t, "s to read the others' claims three times more, or take a bucket", func() bool {
+		return s.shard.looks.Load() >= looked+3 || len(s.held()) > 0
+	})
 	if n := len(s.held()); n != 0 {
 		t.Fatalf("s took %d buckets that live Leases claim", n)
 	}
