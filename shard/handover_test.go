@@ -223,3 +223,61 @@ func TestClaimsOfOthers(t *testing.T) {
 	}
 	eventually(t, "s holding every bucket", func() bool { return len(s.held()) == Buckets })
 }
+
+// TestReleaseWaitsForReconciles: a held bucket that the ring gives away
+// is given up at once when idle; with a reconcile in flight it refuses new
+// ones and is given up once that reconcile ends; and when the ring gives
+// it back first, it is simply kept, accepting reconciles again.
+func TestReleaseWaitsForReconciles(t *testing.T) {
+	s, err := New(ShardOptions{Ring: "r", Identity: "a", Kinds: []schema.GroupKind{widget}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab := NewRing([]string{"a", "b"}, RingOptions{})
+	// Two widgets in different buckets that the ring of a and b gives b.
+	var idle, busy *metav1.ObjectMeta
+	for i := 0; busy == nil; i++ {
+		o := &metav1.ObjectMeta{Namespace: "ns", Name: "w-" + strconv.Itoa(i)}
+		switch sh, _ := ab.Shard(Key(widget, o)); {
+		case sh != "b":
+		case idle == nil:
+			idle = o
+		case Bucket(Key(widget, o)) != Bucket(Key(widget, idle)):
+			busy = o
+		}
+	}
+	all := NewRing([]string{"a"}, RingOptions{}).Buckets("a")
+	s.release(all)
+	for _, b := range all {
+		s.takes++
+		s.held[b] = s.takes
+	}
+	end, ok := s.Begin(widget, busy)
+	if !ok {
+		t.Fatal("Begin refused a held bucket")
+	}
+	gone, waiting := s.release(ab.Buckets("a"))
+	if want := len(all) - len(ab.Buckets("a")) - 1; gone != want || !waiting {
+		t.Fatalf("release gave up %d buckets (waiting %v), want %d and a wait", gone, waiting, want)
+	}
+	if _, ok := s.Begin(widget, busy); ok {
+		t.Fatal("Begin accepted a bucket being given up")
+	}
+	if _, ok := s.Begin(widget, idle); ok {
+		t.Fatal("Begin accepted a bucket given up")
+	}
+	// The ring gives everything back before the reconcile ends.
+	if gone, waiting := s.release(all); gone != 0 || waiting {
+		t.Fatalf("release with every bucket wanted gave up %d (waiting %v)", gone, waiting)
+	}
+	end()
+	end, ok = s.Begin(widget, busy)
+	if !ok {
+		t.Fatal("a bucket the ring gave back before it went refuses reconciles")
+	}
+	end()
+	// Given away again, it goes at once: it is idle.
+	if gone, waiting := s.release(ab.Buckets("a")); gone != 1 || waiting {
+		t.Fatalf("release of the idle bucket: gave up %d (waiting %v), want 1", gone, waiting)
+	}
+}

@@ -279,7 +279,11 @@ func (s *Shard) release(want []int) (gone int, busy bool) {
 	}
 	already := slices.Contains(s.releasing[:], true)
 	for b := range Buckets {
-		if s.held[b] == 0 || s.wants[b] {
+		if s.wants[b] {
+			s.releasing[b] = false // the ring gave it back before it went
+			continue
+		}
+		if s.held[b] == 0 {
 			continue
 		}
 		if !already {
