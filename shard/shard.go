@@ -63,8 +63,8 @@ type Shard struct {
 	draining  time.Time       // when the buckets being given up began to be
 	wants     [Buckets]bool   // the buckets the ring gives this shard
 	selecting []int           // the buckets the informers select
-	listed    []int           // the buckets they hold: selected, then listed
-	published []int           // the claims last written in the Lease
+	listed    []int           // Start's own: the buckets the informers hold
+	published []int           // Start's own: the claims last written in the Lease
 	held      [Buckets]uint64 // 0, or the number of the take by which it is held
 	takes     uint64          // the takes so far
 	releasing [Buckets]bool
@@ -240,9 +240,7 @@ func (s *Shard) step(ctx context.Context) (pending bool, err error) {
 		if err := s.opts.Member.Claim(ctx, claims); err != nil {
 			return false, err
 		}
-		s.mu.Lock()
 		s.published = claims
-		s.mu.Unlock()
 		if released > 0 {
 			if s.opts.Metrics != nil {
 				s.opts.Metrics.ObserveDrain(s.opts.Ring, took)
@@ -259,10 +257,10 @@ func (s *Shard) step(ctx context.Context) (pending bool, err error) {
 				return false, fmt.Errorf("list the claimed buckets: %w", err)
 			}
 		}
-		s.mu.Lock()
 		s.listed = claims
-		s.mu.Unlock()
 	}
+	// The claims are written and listed: the buckets the ring gives can
+	// be taken.
 	pending, err = s.acquire(ctx)
 	return pending || busy, err
 }
@@ -300,24 +298,16 @@ func (s *Shard) release(want []int) (gone int, busy bool) {
 	return gone, busy
 }
 
-// acquire takes the buckets that the ring gives this shard, that it
-// claims in its Lease and whose objects its informers have listed, and
-// that no other live shard claims, as read from the Leases now.
+// acquire takes the buckets that the ring gives this shard and that no
+// other live shard claims, as read from the Leases now. step calls it only
+// once this shard's claims, which hold those buckets, are written in its
+// Lease and listed by its informers.
 func (s *Shard) acquire(ctx context.Context) (pending bool, err error) {
 	s.mu.Lock()
-	var ready [Buckets]bool
-	for _, b := range s.published {
-		ready[b] = true
-	}
-	listed := [Buckets]bool{}
-	for _, b := range s.listed {
-		listed[b] = true
-	}
 	var missing []int
 	for b := range Buckets {
 		if s.wants[b] && s.held[b] == 0 {
 			missing = append(missing, b)
-			ready[b] = ready[b] && listed[b]
 		}
 	}
 	s.mu.Unlock()
@@ -332,7 +322,7 @@ func (s *Shard) acquire(ctx context.Context) (pending bool, err error) {
 	s.mu.Lock()
 	got := 0
 	for _, b := range missing {
-		if ready[b] && !others[b] && s.wants[b] && s.held[b] == 0 {
+		if !others[b] {
 			s.takes++
 			s.held[b] = s.takes
 			got++
