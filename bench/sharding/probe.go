@@ -202,8 +202,47 @@ func (r *run) installWebhookConfig(ctx context.Context) error {
 	return err
 }
 
+// probeBatch is how many probe Shelves the probe keeps before it removes
+// them, with their ConfigMaps, between two turns: so a long probe
+// measures creates in a cluster of the scenario's size, not one that
+// grows by three Shelves and six ConfigMaps a turn, and no removal runs
+// while a create is timed.
+const probeBatch = 300
+
+// removeProbes deletes the named probe Shelves and their ConfigMaps, and
+// waits until the driver's cache has seen the ConfigMaps go. A ConfigMap
+// still cached a second later is deleted again: a reconcile that was
+// still going when its Shelf went may have made it anew.
+func (r *run) removeProbes(ctx context.Context, names []string) error {
+	var cms []string
+	for _, name := range names {
+		if err := r.shelves.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		cms = append(cms, name+"-a", name+"-b")
+	}
+	for deadline := time.Now().Add(time.Minute); len(cms) > 0; {
+		for _, cm := range cms {
+			if err := r.cmMeta.Delete(ctx, cm, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		for again := time.Now().Add(time.Second); len(cms) > 0 && time.Now().Before(again); {
+			cms = slices.DeleteFunc(cms, func(cm string) bool {
+				_, ok := r.cmInf.Lister().Namespace(ns).Get(cm)
+				return !ok
+			})
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(cms) > 0 && time.Now().After(deadline) {
+			return fmt.Errorf("%d probe ConfigMaps, such as %s, still cached a minute after their deletion", len(cms), cms[0])
+		}
+	}
+	return nil
+}
+
 // probe creates n Shelves in each mode, the modes taking turns, and
-// removes the probe objects afterwards.
+// removes the probe objects as it goes (see probeBatch).
 func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, error) {
 	if quiet {
 		r.upd.Lock() // holds the updater
@@ -272,6 +311,12 @@ func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, erro
 				time.Sleep(2 * time.Millisecond)
 			}
 		}
+		if len(names) >= probeBatch {
+			if err := r.removeProbes(ctx, names); err != nil {
+				return nil, err
+			}
+			names = names[:0]
+		}
 	}
 	calls1, err := r.webhookCalls(ctx)
 	if err != nil {
@@ -282,12 +327,10 @@ func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, erro
 		c0 := calls0[m]
 		calls[m] = callStats{n: c1.n - c0.n, total: c1.total - c0.total, over5: c1.over5 - c0.over5, over25: c1.over25 - c0.over25}
 	}
-	// Remove the probes and the ConfigMaps their reconciles made.
-	for _, name := range names {
-		if err := r.shelves.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
+	if err := r.removeProbes(ctx, names); err != nil {
+		return nil, err
 	}
+	// Anything a failed removal left behind.
 	cms, err := r.cmMeta.ListAll(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
