@@ -24,6 +24,11 @@ type CachedClientOptions struct {
 	// Wait bounds how long a read waits for the cache to catch up with
 	// this client's own writes. Zero means five seconds.
 	Wait time.Duration
+	// BeforeCreate, when set, is called with each object Create is about
+	// to send, and may change it; an error stops the create and is
+	// returned. A sharded manager uses it to give the objects of sharded
+	// kinds their bucket label. Nil means none.
+	BeforeCreate func(ctx context.Context, obj client.Object) error
 }
 
 // ErrStaleCache is returned (wrapped in a *StaleCacheError) when the cache
@@ -83,6 +88,8 @@ type CachedClient[T client.Object] struct {
 	wait time.Duration
 	err  error // set by FailedCachedClient: every call returns it
 
+	beforeCreate func(context.Context, client.Object) error
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every cache change
 	written map[string]written
@@ -108,7 +115,7 @@ func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], 
 	if opts.Wait <= 0 {
 		opts.Wait = 5 * time.Second
 	}
-	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, changed: make(chan struct{}), written: map[string]written{}, deleting: map[string][]*deleteCall{}}
+	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, beforeCreate: opts.BeforeCreate, changed: make(chan struct{}), written: map[string]written{}, deleting: map[string][]*deleteCall{}}
 	if _, err := inf.AddHandler(HandlerFuncs[T]{
 		Add:    func(o T, _ bool) { c.observe(o, true) },
 		Update: func(_, o T) { c.observe(o, true) },
@@ -204,6 +211,12 @@ func (c *CachedClient[T]) Create(ctx context.Context, obj T, opts metav1.CreateO
 	if err := c.notCached("create", obj); err != nil {
 		var zero T
 		return zero, err
+	}
+	if c.beforeCreate != nil {
+		if err := c.beforeCreate(ctx, obj); err != nil {
+			var zero T
+			return zero, err
+		}
 	}
 	out, err := c.live.Create(ctx, obj, opts)
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -679,7 +680,29 @@ func newCachedClient[E any, T interface {
 	if err != nil {
 		return nil, err
 	}
-	return cache.NewCachedClient(live, inf, cache.CachedClientOptions{})
+	var ccopts cache.CachedClientOptions
+	if m.shard != nil {
+		ccopts.BeforeCreate = m.bucketOnCreate(live.Resource)
+	}
+	return cache.NewCachedClient(live, inf, ccopts)
+}
+
+// bucketOnCreate returns the hook by which a sharded manager's cached
+// clients give each object of a sharded kind they create its bucket label
+// (shard.SetBucket): an owned object is then in its owner's shard's cache
+// from its first watch event, and neither the webhook nor the leader has
+// to label it. resource tells the client's kind.
+func (m *Manager) bucketOnCreate(resource func(context.Context) (client.Resource, error)) func(context.Context, client.Object) error {
+	return func(ctx context.Context, obj client.Object) error {
+		res, err := resource(ctx)
+		if err != nil {
+			return err
+		}
+		if gk := res.Kind.GroupKind(); slices.Contains(m.opts.Sharding.Kinds, gk) {
+			shard.SetBucket(m.opts.Sharding.Ring, gk, obj)
+		}
+		return nil
+	}
 }
 
 // SignalContext returns a context that ends on SIGINT or SIGTERM: what a

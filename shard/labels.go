@@ -3,8 +3,12 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -18,6 +22,36 @@ const RingLabel = "shard.loom.dev/ring"
 // with the ring: each shard's informers select the buckets it claims, and
 // buckets change hands between shards without a write to any object.
 func BucketLabel(ring string) string { return "bucket.shard.loom.dev/" + ring }
+
+// SetBucket gives obj, of kind gk, its bucket label for ring, as the
+// assignment webhook would: before it is created, so that it is in its
+// shard's cache from its first watch event, and neither the webhook nor
+// the leader has to label it. The labels are replaced by a copy, so a map
+// obj shares with another object (one read from a cache, say) is left
+// alone. An object that has neither a name nor a controller owner yet
+// (generateName) is left unlabelled: its key is not known before the API
+// server names it, and the leader labels it.
+func SetBucket(ring string, gk schema.GroupKind, obj metav1.Object) {
+	if obj.GetName() == "" {
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil {
+			return
+		}
+		if _, err := schema.ParseGroupVersion(ref.APIVersion); err != nil {
+			return
+		}
+	}
+	key, want := BucketLabel(ring), strconv.Itoa(Bucket(Key(gk, obj)))
+	if obj.GetLabels()[key] == want {
+		return
+	}
+	labels := maps.Clone(obj.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[key] = want
+	obj.SetLabels(labels)
+}
 
 // ErrInvalid is wrapped by the errors of options that cannot name a ring,
 // a shard or its Lease.
