@@ -24,11 +24,12 @@ type CachedClientOptions struct {
 	// Wait bounds how long a read waits for the cache to catch up with
 	// this client's own writes. Zero means five seconds.
 	Wait time.Duration
-	// BeforeCreate, when set, is called with each object Create is about
-	// to send, and may change it; an error stops the create and is
-	// returned. A sharded manager uses it to give the objects of sharded
-	// kinds their bucket label. Nil means none.
-	BeforeCreate func(ctx context.Context, obj client.Object) error
+	// BeforeWrite, when set, is called with each object Create or Update
+	// is about to send, and may change it; an error stops the write and is
+	// returned. (UpdateStatus and Patch do not call it.) A sharded manager
+	// uses it to keep the bucket label on the objects of sharded kinds.
+	// Nil means none.
+	BeforeWrite func(ctx context.Context, obj client.Object) error
 }
 
 // ErrStaleCache is returned (wrapped in a *StaleCacheError) when the cache
@@ -88,7 +89,7 @@ type CachedClient[T client.Object] struct {
 	wait time.Duration
 	err  error // set by FailedCachedClient: every call returns it
 
-	beforeCreate func(context.Context, client.Object) error
+	beforeWrite func(context.Context, client.Object) error
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every cache change
@@ -115,7 +116,7 @@ func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], 
 	if opts.Wait <= 0 {
 		opts.Wait = 5 * time.Second
 	}
-	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, beforeCreate: opts.BeforeCreate, changed: make(chan struct{}), written: map[string]written{}, deleting: map[string][]*deleteCall{}}
+	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, beforeWrite: opts.BeforeWrite, changed: make(chan struct{}), written: map[string]written{}, deleting: map[string][]*deleteCall{}}
 	if _, err := inf.AddHandler(HandlerFuncs[T]{
 		Add:    func(o T, _ bool) { c.observe(o, true) },
 		Update: func(_, o T) { c.observe(o, true) },
@@ -212,8 +213,8 @@ func (c *CachedClient[T]) Create(ctx context.Context, obj T, opts metav1.CreateO
 		var zero T
 		return zero, err
 	}
-	if c.beforeCreate != nil {
-		if err := c.beforeCreate(ctx, obj); err != nil {
+	if c.beforeWrite != nil {
+		if err := c.beforeWrite(ctx, obj); err != nil {
 			var zero T
 			return zero, err
 		}
@@ -234,6 +235,12 @@ func (c *CachedClient[T]) Update(ctx context.Context, obj T, opts metav1.UpdateO
 	if err := c.notCached("update", obj); err != nil {
 		var zero T
 		return zero, err
+	}
+	if c.beforeWrite != nil {
+		if err := c.beforeWrite(ctx, obj); err != nil {
+			var zero T
+			return zero, err
+		}
 	}
 	out, err := c.live.Update(ctx, obj, opts)
 	if err == nil {

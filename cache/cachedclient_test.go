@@ -227,3 +227,45 @@ func TestDeleteSeenBeforeItsResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedClientBeforeWrite: the hook sees, and may change, what Create
+// and Update send; its error stops the write.
+func TestCachedClientBeforeWrite(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	rc := restFor(t, env)
+	ctx := t.Context()
+	live, _ := client.For[corev1.ConfigMap](rc, client.Options{})
+	live = live.Namespace("default")
+	inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{})
+	refused := errors.New("refused by the hook")
+	cc, err := cache.NewCachedClient(live, inf, cache.CachedClientOptions{BeforeWrite: func(_ context.Context, obj client.Object) error {
+		if obj.GetName() == "refused" {
+			return refused
+		}
+		obj.SetLabels(map[string]string{"stamped": "yes"})
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stamped", Namespace: "default"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Labels["stamped"] != "yes" {
+		t.Errorf("created with labels %v, want the hook's", out.Labels)
+	}
+	if _, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "refused", Namespace: "default"}}, metav1.CreateOptions{}); !errors.Is(err, refused) {
+		t.Errorf("Create = %v, want the hook's error", err)
+	}
+	if _, err := live.Get(ctx, "refused", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of the refused ConfigMap = %v, want NotFound", err)
+	}
+	out.Labels = nil
+	if out, err = cc.Update(ctx, out, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out.Labels["stamped"] != "yes" {
+		t.Errorf("updated with labels %v, want the hook's", out.Labels)
+	}
+}

@@ -682,17 +682,18 @@ func newCachedClient[E any, T interface {
 	}
 	var ccopts cache.CachedClientOptions
 	if m.shard != nil {
-		ccopts.BeforeCreate = m.bucketOnCreate(live.Resource)
+		ccopts.BeforeWrite = m.keepBucket(live.Resource)
 	}
 	return cache.NewCachedClient(live, inf, ccopts)
 }
 
-// bucketOnCreate returns the hook by which a sharded manager's cached
-// clients give each object of a sharded kind they create its bucket label
-// (shard.SetBucket): an owned object is then in its owner's shard's cache
-// from its first watch event, and neither the webhook nor the leader has
-// to label it. resource tells the client's kind.
-func (m *Manager) bucketOnCreate(resource func(context.Context) (client.Resource, error)) func(context.Context, client.Object) error {
+// keepBucket returns the hook by which a sharded manager's cached clients
+// give each object of a sharded kind they create or update its bucket
+// label (shard.SetBucket). An object created is then in its shard's cache
+// (an owned one in its owner's) from its first watch event, without the
+// webhook or the leader labelling it; an update that replaced the labels
+// keeps it there. resource tells the client's kind.
+func (m *Manager) keepBucket(resource func(context.Context) (client.Resource, error)) func(context.Context, client.Object) error {
 	return func(ctx context.Context, obj client.Object) error {
 		res, err := resource(ctx)
 		if err != nil {

@@ -14,10 +14,11 @@ import (
 	"github.com/loom-k8s/loom/shard"
 )
 
-// TestShardedCreateCarriesBucket checks that a sharded manager's cached
-// clients create the objects of sharded kinds with their bucket label
-// (an owned one with its owner's), and those of other kinds without.
-func TestShardedCreateCarriesBucket(t *testing.T) {
+// TestShardedWritesCarryBucket checks that a sharded manager's cached
+// clients create the objects of sharded kinds with their bucket label (an
+// owned one with its owner's), keep it through an update that replaces
+// the labels, and leave the objects of other kinds alone.
+func TestShardedWritesCarryBucket(t *testing.T) {
 	const ns, ring = "shard-create", "create"
 	c := cfg(t)
 	rc, err := rest.New(c, rest.Options{})
@@ -55,6 +56,13 @@ func TestShardedCreateCarriesBucket(t *testing.T) {
 	}
 	if got, want := owned.Labels[label], owner.Labels[label]; got != want {
 		t.Errorf("owned ConfigMap created in bucket %q, want its owner's, %q", got, want)
+	}
+	owned.Labels = map[string]string{"app": "y"}
+	if owned, err = cms.Update(t.Context(), owned, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := owned.Labels[label], owner.Labels[label]; got != want || owned.Labels["app"] != "y" {
+		t.Errorf("owned ConfigMap updated with labels %v, want %s=%s and app=y", owned.Labels, label, want)
 	}
 	sec, err := secrets.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-sharded", Namespace: ns}}, metav1.CreateOptions{})
 	if err != nil {
