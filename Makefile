@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools examples/custom-apiserver tools/helmcheck
 
-.PHONY: all assets build generate check-generate test vet demo chaos bench-recovery clean
+.PHONY: all assets build generate check-generate test vet demo chaos bench-recovery bench-sharding clean
 
 all: build
 
@@ -66,6 +66,14 @@ demo: assets build
 ## appended to bench/recovery/results/$(date).txt.
 bench-recovery: assets
 	cd bench && $(GO) run ./recovery -out recovery/results/$$(date +%F).txt
+
+## bench-sharding: the full sharding scenario (bench/sharding): 5,000
+## Shelves owning 2 ConfigMaps each, replicas as OS processes through
+## 1 -> 3 -> 5 -> 2 -> kill -9, with 2,000 probe creates per webhook mode
+## after 1 -> 3 (about 15 minutes); the report is appended to
+## bench/sharding/results/$(date).txt. make test runs a reduced form.
+bench-sharding: assets
+	cd bench && $(GO) run ./sharding -cpu -probes 2000 -out sharding/results/$$(date +%F).txt
 
 ## chaos: the informer chaos trials at length (200 trials instead of the 20 of make test).
 chaos: assets
