@@ -15,6 +15,13 @@ import (
 // turns a hang into a reported violation; it is not a performance bound.
 const livenessTimeout = 30 * time.Second
 
+// drainGrace is how long a case gives ShutDownWithDrain to return
+// early, before it calls Done: a drain that does not wait returns within
+// microseconds of ShuttingDown turning true, but its goroutine may not
+// have run yet when the case looks. A correct queue passes whatever the
+// timing; the grace only makes the wrong one's early return seen.
+const drainGrace = 200 * time.Millisecond
+
 // NewQueue returns a fresh, empty, running queue.
 type NewQueue func() workqueue.Interface[string]
 
@@ -221,11 +228,16 @@ var cases = []queueCase{
 		for !q.ShuttingDown() {
 			runtime.Gosched()
 		}
+		select {
+		case <-drained:
+			return errors.New("ShutDownWithDrain returned while a and b were processing")
+		case <-time.After(drainGrace):
+		}
 		q.Done("a")
 		select {
 		case <-drained:
 			return errors.New("ShutDownWithDrain returned while b was processing")
-		default:
+		case <-time.After(drainGrace):
 		}
 		q.Done("b")
 		select {
