@@ -222,7 +222,7 @@ func (a *Assigner) assign(ctx context.Context, k *kindState, it item) error {
 // since it was seen (the new version is seen in turn); reason is that of
 // ObserveMove.
 func (a *Assigner) label(ctx context.Context, k *kindState, o *metav1.PartialObjectMetadata, reason string) error {
-	labels := map[string]any{BucketLabel(a.opts.Ring): strconv.Itoa(Bucket(Key(k.gk, o)))}
+	labels := map[string]any{BucketLabel(a.opts.Ring): bucketValue(k.gk, o)}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "resourceVersion": o.ResourceVersion}})
 	_, err := k.c.Namespace(o.Namespace).Patch(ctx, o.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {

@@ -41,7 +41,7 @@ func SetBucket(ring string, gk schema.GroupKind, obj metav1.Object) {
 			return
 		}
 	}
-	key, want := BucketLabel(ring), strconv.Itoa(Bucket(Key(gk, obj)))
+	key, want := BucketLabel(ring), bucketValue(gk, obj)
 	if obj.GetLabels()[key] == want {
 		return
 	}
@@ -51,6 +51,11 @@ func SetBucket(ring string, gk schema.GroupKind, obj metav1.Object) {
 	}
 	labels[key] = want
 	obj.SetLabels(labels)
+}
+
+// bucketValue is the value of obj's bucket label: its bucket, in decimal.
+func bucketValue(gk schema.GroupKind, obj metav1.Object) string {
+	return strconv.Itoa(Bucket(Key(gk, obj)))
 }
 
 // ErrInvalid is wrapped by the errors of options that cannot name a ring,

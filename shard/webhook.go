@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -48,7 +47,7 @@ func Admission(opts AdmissionOptions) func(context.Context, *admissionv1.Admissi
 		if obj.Namespace == "" {
 			obj.Namespace = req.Namespace
 		}
-		want := strconv.Itoa(Bucket(Key(gk, &obj)))
+		want := bucketValue(gk, &obj)
 		if obj.Name == "" || obj.Labels[bucket] == want {
 			return allowed()
 		}
