@@ -12,7 +12,8 @@
 // after a GC and what its informers hold; and the reconciles per replica.
 // After 1 -> 3 it creates new Shelves one at a time, alternately with the
 // assignment webhook off (the leader's watch labels them), on, and
-// replaced by a webhook that changes nothing, and reports each mode's
+// replaced by a webhook that changes nothing (served by a replica, or by
+// the driver, a lightly loaded process), and reports each mode's
 // create latency, time until labelled and the API server's mean call to
 // the webhook; it does so under the workload's updates, then again with
 // them paused. At the end
@@ -52,7 +53,7 @@ func main() {
 	shelves := flag.Int("shelves", 5000, "Shelves (primary objects), each owning two ConfigMaps")
 	rate := flag.Int("rate", 50, "Shelf updates per second, throughout")
 	outPath := flag.String("out", "", "also append the report to this file")
-	probes := flag.Int("probes", 200, "new Shelves created in each mode (the leader's watch, the assignment webhook, a no-op webhook) after 1 -> 3")
+	probes := flag.Int("probes", 200, "new Shelves created in each mode (the leader's watch, the assignment webhook, a no-op webhook in a replica and in the driver) after 1 -> 3")
 	overhead := flag.Bool("overhead", false, "instead of the scenario, measure the leader's extra heap for sharding with 1,000 and 10,000 objects")
 	floor := flag.Bool("floor", false, "instead of the scenario, time the label writes that 1 -> 3 makes, with nothing of Loom running")
 	apiArgs := flag.String("apiserver-args", "", "extra kube-apiserver flags, space-separated (such as --profiling=true)")

@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/shard"
+	"github.com/loom-k8s/loom/webhook"
 )
 
 // The two ways new objects get their bucket label: the leader's watch of
@@ -136,6 +140,8 @@ func (r *run) webhookCalls(ctx context.Context) (map[string]callStats, error) {
 			mode = "webhook"
 		case strings.Contains(line, `name="noop.bench.loom.dev"`):
 			mode = "noop"
+		case strings.Contains(line, `name="driver-noop.bench.loom.dev"`):
+			mode = "drvnoop"
 		}
 		if !strings.HasPrefix(line, metric) || mode == "" || !strings.Contains(line, `operation="CREATE"`) {
 			continue
@@ -171,11 +177,13 @@ func (r *run) webhookCalls(ctx context.Context) (map[string]callStats, error) {
 }
 
 // probeModes are the ways new Shelves are created: with no webhook (the
-// leader's watch labels them), with the assignment webhook, and with a
+// leader's watch labels them), with the assignment webhook, with a
 // webhook that allows every object unchanged (served by the same replica,
 // with the same settings), which shows what calling any webhook costs on
-// this machine.
-var probeModes = []string{"watch", "webhook", "noop"}
+// this machine, and with the same no-op webhook served by the driver, a
+// lightly loaded process, which shows how much of that cost is the
+// serving replica's own load.
+var probeModes = []string{"watch", "webhook", "noop", "drvnoop"}
 
 // probeModeLabel picks a probe's webhook: the assignment webhook and the
 // no-op one each select the Shelves whose label names their mode.
@@ -198,6 +206,47 @@ func (r *run) installWebhookConfig(ctx context.Context) error {
 	_, err := r.mwcs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: webhookConfig},
 		Webhooks:   []admissionregistrationv1.MutatingWebhook{w, noop},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	return r.serveDriverNoop(ctx, noop)
+}
+
+// serveDriverNoop serves the no-op webhook from the driver's own process
+// too, with its own certificates, and configures it, like noop, for the
+// probes of mode "drvnoop".
+func (r *run) serveDriverNoop(ctx context.Context, noop admissionregistrationv1.MutatingWebhook) error {
+	dir := filepath.Join(r.opts.Dir, "driver.certs")
+	certs, err := webhook.NewCerts(webhook.CertOptions{Dir: dir, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		return err
+	}
+	if err := certs.Ensure(); err != nil {
+		return err
+	}
+	srv, err := webhook.NewServer(webhook.ServerOptions{Addr: "127.0.0.1:0", CertDir: dir})
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	srv.Register(noopPath, webhook.Admission(func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		return webhook.Allowed()
+	}))
+	go func() { _ = srv.Start(ctx) }()
+	url := "https://" + srv.Addr().String() + noopPath
+	wh := noop
+	wh.Name = "driver-noop.bench.loom.dev"
+	wh.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: certs.CABundle()}
+	sel := *wh.ObjectSelector
+	sel.MatchExpressions = slices.Clone(sel.MatchExpressions)
+	sel.MatchExpressions[len(sel.MatchExpressions)-1].Values = []string{"drvnoop"}
+	wh.ObjectSelector = &sel
+	_, err = r.mwcs.Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: webhookConfig + "-driver"},
+		Webhooks:   []admissionregistrationv1.MutatingWebhook{wh},
 	}, metav1.CreateOptions{})
 	return err
 }
@@ -369,7 +418,7 @@ func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, erro
 		if quiet {
 			name += ", updates paused"
 		}
-		fmt.Fprintf(r.opts.Out, "new Shelves, %-7s: %d creates, %d labelled at create; create p50 %s p99 %s; labelled after p50 %s p99 %s\n",
+		fmt.Fprintf(r.opts.Out, "new Shelves, %-8s: %d creates, %d labelled at create; create p50 %s p99 %s; labelled after p50 %s p99 %s\n",
 			name, rep.Creates, rep.LabelledAtCreate, rep.CreateP50.Round(10*time.Microsecond), rep.CreateP99.Round(10*time.Microsecond),
 			rep.LabelledP50.Round(10*time.Microsecond), rep.LabelledP99.Round(10*time.Microsecond))
 		if rep.WebhookCalls > 0 {
