@@ -22,7 +22,9 @@ import (
 // of a sharded kind comes back from its create already labelled with its
 // bucket (the leader's watch would label it only afterwards), and an
 // object whose bucket label is removed gets it again in the same update.
-// An owned object (a Secret) gets its owner's bucket.
+// An owned object (a Secret) gets its owner's bucket. An object created
+// with a bucket label already, as a sharded manager's cached clients write
+// it, is not sent to the webhook at all.
 func TestShardWebhook(t *testing.T) {
 	const ns, ring = "shard-hook", "hook"
 	c := cfg(t)
@@ -99,6 +101,19 @@ func TestShardWebhook(t *testing.T) {
 	}
 	if got := cm.Labels[shard.BucketLabel(ring)]; got != bucketOf(cm) {
 		t.Fatalf("labels after an update removed the bucket: %v, want the bucket %s back", cm.Labels, bucketOf(cm))
+	}
+	// The webhook's object selector leaves out objects that have the
+	// label, so the API server does not call it for them. A wrong bucket
+	// shows it: the webhook would have put the right one.
+	pre := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "labelled-before-create"}}
+	b, _ := strconv.Atoi(bucketOf(pre))
+	wrong := strconv.Itoa((b + 1) % shard.Buckets)
+	pre.Labels = map[string]string{shard.BucketLabel(ring): wrong}
+	if pre, err = cms.Create(t.Context(), pre, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pre.Labels[shard.BucketLabel(ring)]; got != wrong {
+		t.Fatalf("an object created with a bucket label has %q after create, want %q: the webhook was called", got, wrong)
 	}
 	secrets, _ := client.For[corev1.Secret](rc, client.Options{})
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "owned", Namespace: ns}}
