@@ -55,6 +55,7 @@ func main() {
 	outPath := flag.String("out", "", "also append the report to this file")
 	probes := flag.Int("probes", 200, "new Shelves created in each mode (the leader's watch, the assignment webhook, a no-op webhook in a replica and in the driver) after 1 -> 3")
 	overhead := flag.Bool("overhead", false, "instead of the scenario, measure the leader's extra heap for sharding with 1,000 and 10,000 objects")
+	quiet := flag.Bool("quiet-webhook", false, "instead of the scenario, time -probes creates per probe mode with one replica, no workload and -shelves Shelves")
 	floor := flag.Bool("floor", false, "instead of the scenario, time the label writes that 1 -> 3 makes, with nothing of Loom running")
 	apiArgs := flag.String("apiserver-args", "", "extra kube-apiserver flags, space-separated (such as --profiling=true)")
 	keep := flag.Bool("keep", false, "keep the replicas' logs and heap profiles (their directory is printed); the profiles sample every 4 KB")
@@ -86,6 +87,8 @@ func main() {
 		switch {
 		case *overhead:
 			fmt.Fprintf(f, "# %s: -overhead\n", time.Now().UTC().Format(time.RFC3339))
+		case *quiet:
+			fmt.Fprintf(f, "# %s: -quiet-webhook -shelves %d -probes %d\n", time.Now().UTC().Format(time.RFC3339), *shelves, *probes)
 		case *floor:
 			fmt.Fprintf(f, "# %s: -floor -shelves %d -rate %d\n", time.Now().UTC().Format(time.RFC3339), *shelves, *rate)
 		default:
@@ -121,6 +124,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "replica logs and heap profiles in", dir)
 	} else {
 		defer os.RemoveAll(dir)
+	}
+	if *quiet {
+		if _, err := QuietWebhook(context.Background(), Options{Shelves: *shelves, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out, APIServerArgs: strings.Fields(*apiArgs)}); err != nil {
+			fmt.Fprintln(os.Stderr, "sharding:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	opts := Options{Shelves: *shelves, UpdateRate: *rate, ProbeCreates: *probes, Exe: exe, Dir: dir, Out: out, APIServerArgs: strings.Fields(*apiArgs)}
 	if *keep {

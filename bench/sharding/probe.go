@@ -290,6 +290,15 @@ func (r *run) removeProbes(ctx context.Context, names []string) error {
 	return nil
 }
 
+// probeShelf is a new probe Shelf for mode.
+func probeShelf(name, mode string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{probeModeLabel: mode}},
+		"spec":     map[string]any{"value": "probe"},
+	}}
+}
+
 // probe creates n Shelves in each mode, the modes taking turns, and
 // removes the probe objects as it goes (see probeBatch).
 func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, error) {
@@ -315,13 +324,8 @@ func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, erro
 			if quiet { // names of their own: the first probe's may still be going
 				name = "probe-quiet-" + strings.TrimPrefix(name, "probe-")
 			}
-			obj := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "bench.loom.dev/v1", "kind": "Shelf",
-				"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{probeModeLabel: mode}},
-				"spec":     map[string]any{"value": "probe"},
-			}}
 			start := time.Now()
-			out, err := r.shelves.Create(ctx, obj, metav1.CreateOptions{})
+			out, err := r.shelves.Create(ctx, probeShelf(name, mode), metav1.CreateOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("probe create: %w", err)
 			}

@@ -200,9 +200,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer env.Stop()
-	r := &run{opts: opts, env: env, kubecfg: env.KubeconfigPath, procs: map[string]*proc{}, offsets: map[string]int64{},
-		written: map[string]string{}, last: map[string]reconciled{}, reconciles: map[string]int{}, failed: map[string]int{},
-		open: map[string]int64{}, intervals: map[string][]interval{}}
+	r := newRun(opts, env)
 	defer r.stopAll()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -364,6 +362,13 @@ func (r *run) kill(id string) {
 	r.readLog(p)
 	r.dead = append(r.dead, p)
 	delete(r.procs, id)
+}
+
+// newRun returns a run of opts on env, with nothing started yet.
+func newRun(opts Options, env *testenv.Env) *run {
+	return &run{opts: opts, env: env, kubecfg: env.KubeconfigPath, procs: map[string]*proc{}, offsets: map[string]int64{},
+		written: map[string]string{}, last: map[string]reconciled{}, reconciles: map[string]int{}, failed: map[string]int{},
+		open: map[string]int64{}, intervals: map[string][]interval{}}
 }
 
 func (r *run) stopAll() {

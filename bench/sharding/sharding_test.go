@@ -101,3 +101,34 @@ func TestFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietWebhook measures the webhooks on a quiet control plane with a
+// few Shelves: a probe per mode and no other, each with its creates; the
+// assignment webhook labels creates and the others none; the API server
+// reports calls to each webhook. (A call may time out on a loaded
+// machine, and the create then passes unlabelled, so the test does not
+// ask for every one.)
+func TestQuietWebhook(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes, err := QuietWebhook(t.Context(), Options{Shelves: 20, ProbeCreates: 10, Exe: exe, Dir: t.TempDir(), Out: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(probes) != len(probeModes) {
+		t.Fatalf("%d probes reported, want %d", len(probes), len(probeModes))
+	}
+	for _, p := range probes {
+		if p.Creates != 10 {
+			t.Errorf("%s: %d creates, want 10", p.Mode, p.Creates)
+		}
+		if labels := p.Mode == "webhook"; labels != (p.LabelledAtCreate > 0) {
+			t.Errorf("%s: %d of %d creates labelled at create", p.Mode, p.LabelledAtCreate, p.Creates)
+		}
+		if p.Mode != "watch" && p.WebhookCalls == 0 {
+			t.Errorf("%s: the API server reports no call to the webhook", p.Mode)
+		}
+	}
+}
