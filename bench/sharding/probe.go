@@ -27,12 +27,13 @@ import (
 // The two ways new objects get their bucket label: the leader's watch of
 // unassigned objects, and the assignment webhook. The probe creates Shelves
 // one at a time and measures the create's latency and the time until the
-// Shelf carries its bucket label (0 when the create's response has it). A
-// third mode calls a webhook that changes nothing, for what any webhook
-// adds. The modes take turns create by create, in a shuffled order, so
-// that the machine's load, which drifts over seconds, falls alike on all
-// three; a label on each probe (probeModeLabel) picks its webhook. Each
-// create waits for the reconcile of the one before.
+// Shelf carries its bucket label (0 when the create's response has it).
+// Two more modes call a webhook that changes nothing, served by a replica
+// or by the driver, for what any webhook adds. The modes take turns
+// create by create, in a shuffled order, so that the machine's load,
+// which drifts over seconds, falls alike on all of them; a label on each
+// probe (probeModeLabel) picks its webhook. Each create waits for the
+// reconcile of the one before.
 
 // ProbeReport is one mode's figures.
 type ProbeReport struct {
@@ -185,8 +186,8 @@ func (r *run) webhookCalls(ctx context.Context) (map[string]callStats, error) {
 // serving replica's own load.
 var probeModes = []string{"watch", "webhook", "noop", "drvnoop"}
 
-// probeModeLabel picks a probe's webhook: the assignment webhook and the
-// no-op one each select the Shelves whose label names their mode.
+// probeModeLabel picks a probe's webhook: each of the three webhooks
+// selects the Shelves whose label names its mode.
 const probeModeLabel = "probe.bench.loom.dev/mode"
 
 // installWebhookConfig makes the webhook configuration: the assignment

@@ -40,8 +40,8 @@ type Options struct {
 	Exe        string    // the binary to run replicas with (this one)
 	Dir        string    // where the replicas' logs go
 	Out        io.Writer // report lines
-	// ProbeCreates is the number of new Shelves created in each mode
-	// (leader's watch, webhook) after the 1 -> 3 step; 0: none.
+	// ProbeCreates is the number of new Shelves created in each probe
+	// mode (see probeModes) after the 1 -> 3 step; 0: none.
 	ProbeCreates int
 	// MemProfileRate, when not 0, is the replicas' runtime.MemProfileRate
 	// (their heap profiles then tell small allocations apart), and makes
@@ -164,7 +164,7 @@ type interval struct {
 // Report is what a run measured.
 type Report struct {
 	Steps    []StepReport
-	Probes   []ProbeReport // new objects labelled by the leader's watch, by the webhook, and with a no-op webhook
+	Probes   []ProbeReport // new objects in each probe mode (see probeModes), under the workload, then with it paused
 	Baseline Heap          // one unsharded replica holding everything
 	Overlaps []string
 }
