@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/shard"
-	"github.com/loom-k8s/loom/testenv"
 )
 
 // QuietWebhook measures what the webhooks add to a create with nothing
@@ -22,18 +21,11 @@ import (
 // creates in each probe mode, as the scenario does with its updates
 // paused.
 func QuietWebhook(ctx context.Context, opts Options) ([]ProbeReport, error) {
-	env, err := testenv.Start(ctx, testenv.Options{APIServerArgs: opts.APIServerArgs})
-	if err != nil {
-		return nil, err
-	}
-	defer env.Stop()
-	r := newRun(opts, env)
-	defer r.stopAll()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := r.setup(ctx); err != nil {
-		return nil, err
-	}
+	return onFreshPlane(ctx, opts, (*run).quietProbe)
+}
+
+// quietProbe is QuietWebhook on a run that is set up.
+func (r *run) quietProbe(ctx context.Context) ([]ProbeReport, error) {
 	// The configuration comes first: the replica injects its address and
 	// CA into it when it starts.
 	if err := r.installWebhookConfig(ctx); err != nil {
@@ -53,8 +45,8 @@ func QuietWebhook(ctx context.Context, opts Options) ([]ProbeReport, error) {
 	if err := r.webhooksAnswer(ctx, time.Minute); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(r.opts.Out, "one replica, %d Shelves reconciled, no workload (%.1f s to get there)\n", opts.Shelves, time.Since(t0).Seconds())
-	return r.probe(ctx, opts.ProbeCreates, true)
+	fmt.Fprintf(r.opts.Out, "one replica, %d Shelves reconciled, no workload (%.1f s to get there)\n", r.opts.Shelves, time.Since(t0).Seconds())
+	return r.probe(ctx, r.opts.ProbeCreates, true)
 }
 
 // webhooksAnswer creates a Shelf in each probe mode that calls a webhook

@@ -195,9 +195,17 @@ type StepReport struct {
 
 // Run runs the scenario on a fresh control plane.
 func Run(ctx context.Context, opts Options) (*Report, error) {
+	return onFreshPlane(ctx, opts, (*run).sequence)
+}
+
+// onFreshPlane starts a control plane, sets a run of opts up on it (the
+// CRD, the namespace, opts.Shelves Shelves), calls f, and stops the
+// replicas and the control plane when f returns.
+func onFreshPlane[T any](ctx context.Context, opts Options, f func(*run, context.Context) (T, error)) (T, error) {
+	var zero T
 	env, err := testenv.Start(ctx, testenv.Options{APIServerArgs: opts.APIServerArgs})
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer env.Stop()
 	r := newRun(opts, env)
@@ -205,9 +213,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := r.setup(ctx); err != nil {
-		return nil, err
+		return zero, err
 	}
-	return r.sequence(ctx)
+	return f(r, ctx)
 }
 
 func (r *run) setup(ctx context.Context) error {
