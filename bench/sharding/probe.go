@@ -236,7 +236,13 @@ func (r *run) serveDriverNoop(ctx context.Context, noop admissionregistrationv1.
 	srv.Register(noopPath, webhook.Admission(func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		return webhook.Allowed()
 	}))
-	go func() { _ = srv.Start(ctx) }()
+	go func() {
+		// A server that stops early would leave its probes unanswered
+		// (the webhook fails open): say so in the report.
+		if err := srv.Start(ctx); err != nil && ctx.Err() == nil {
+			fmt.Fprintln(r.opts.Out, "the driver's webhook server stopped:", err)
+		}
+	}()
 	url := "https://" + srv.Addr().String() + noopPath
 	wh := noop
 	wh.Name = "driver-noop.bench.loom.dev"
