@@ -31,6 +31,15 @@ type replica struct {
 
 func startReplica(t *testing.T, leases *client.Client[*coordinationv1.Lease], ring, id string) *replica {
 	t.Helper()
+	return startReplicaListing(t, leases, ring, id, nil)
+}
+
+// startReplicaListing is startReplica with list, if not nil, called by
+// each Relist with the selector it lists; an error from it fails the
+// Relist.
+func startReplicaListing(t *testing.T, leases *client.Client[*coordinationv1.Lease], ring, id string,
+	list func(ctx context.Context, selector string) error) *replica {
+	t.Helper()
 	members, err := NewMembers(leases, MembersOptions{Ring: ring, Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +54,13 @@ func startReplica(t *testing.T, leases *client.Client[*coordinationv1.Lease], ri
 	r := &replica{}
 	r.shard, err = New(ShardOptions{
 		Ring: ring, Identity: id, Kinds: []schema.GroupKind{widget}, Members: members, Member: member,
-		Relist: func(context.Context) error {
+		Relist: func(ctx context.Context) error {
 			sel := r.shard.Selector()
+			if list != nil {
+				if err := list(ctx, sel); err != nil {
+					return err
+				}
+			}
 			r.listed.Store(&sel)
 			return nil
 		},
@@ -280,4 +294,74 @@ func TestReleaseWaitsForReconciles(t *testing.T) {
 	if gone, waiting := s.release(ab.Buckets("a")); gone != 1 || waiting {
 		t.Fatalf("release of the idle bucket: gave up %d (waiting %v), want 1", gone, waiting)
 	}
+}
+
+// TestRingChangeStopsList: a shard whose list is under way when the ring
+// changes so that it gives the shard other buckets stops that list and
+// lists what the new ring gives it, as replicas that start together see
+// each other join one after another. After three lists stopped in a row,
+// the next one runs to its end whatever the ring does.
+func TestRingChangeStopsList(t *testing.T) {
+	leases := leaseClient(t, "").Namespace("default")
+	ring := "stoplist-" + rand.String(5)
+	a := startReplica(t, leases, ring, "a")
+	eventually(t, "a holding every bucket", func() bool { return len(a.held()) == Buckets && a.holdsListed(t) })
+
+	sel := func(ids ...string) string {
+		return bucketSelector(BucketLabel(ring), NewRing(ids, RingOptions{}).Buckets("b"))
+	}
+	// b's lists go on until stopped, or until release is closed.
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var listing string   // the selector of the list under way
+	var stopped []string // the selectors of the lists stopped
+	b := startReplicaListing(t, leases, ring, "b", func(ctx context.Context, s string) error {
+		mu.Lock()
+		listing = s
+		mu.Unlock()
+		select {
+		case <-ctx.Done():
+			mu.Lock()
+			stopped = append(stopped, s)
+			mu.Unlock()
+			return ctx.Err()
+		case <-release:
+			return nil
+		}
+	})
+	waitListing := func(s string, stops int) {
+		t.Helper()
+		eventually(t, "b listing "+s, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return listing == s && len(stopped) == stops
+		})
+	}
+	waitListing(sel("a", "b"), 0)
+
+	c := startReplica(t, leases, ring, "c")
+	waitListing(sel("a", "b", "c"), 1)
+	d := startReplica(t, leases, ring, "d")
+	waitListing(sel("a", "b", "c", "d"), 2)
+	d.stop()
+	waitListing(sel("a", "b", "c"), 3)
+
+	// Three lists were stopped in a row: this one goes on.
+	seen := b.shard.listChanges.Load()
+	c.stop()
+	eventually(t, "b to see c leave during its list", func() bool { return b.shard.listChanges.Load() > seen })
+	mu.Lock()
+	got := len(stopped)
+	mu.Unlock()
+	if got != 3 {
+		t.Fatalf("%d lists stopped, want 3: the fourth in a row was stopped too", got)
+	}
+	if len(b.held()) != 0 {
+		t.Fatal("b took buckets before any list of its claims ended")
+	}
+	close(release)
+	ab := NewRing([]string{"a", "b"}, RingOptions{})
+	eventually(t, "b holding its share of a and b", func() bool {
+		return slices.Equal(b.held(), ab.Buckets("b")) && b.holdsListed(t)
+	})
 }

@@ -59,19 +59,22 @@ type Shard struct {
 	opts ShardOptions
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	draining  time.Time       // when the buckets being given up began to be
-	wants     [Buckets]bool   // the buckets the ring gives this shard
-	selecting []int           // the buckets the informers select
-	listed    []int           // Start's own: the buckets the informers hold
-	published []int           // Start's own: the claims last written in the Lease
-	held      [Buckets]uint64 // 0, or the number of the take by which it is held
-	takes     uint64          // the takes so far
-	releasing [Buckets]bool
-	inFlight  [Buckets]int
-	subs      []chan struct{}
+	mu           sync.Mutex
+	draining     time.Time       // when the buckets being given up began to be
+	wants        [Buckets]bool   // the buckets the ring gives this shard
+	selecting    []int           // the buckets the informers select
+	listed       []int           // Start's own: the buckets the informers hold
+	unlisted     bool            // Start's own: a list was stopped, listed is not known
+	stoppedLists int             // Start's own: lists stopped in a row by a ring change
+	published    []int           // Start's own: the claims last written in the Lease
+	held         [Buckets]uint64 // 0, or the number of the take by which it is held
+	takes        uint64          // the takes so far
+	releasing    [Buckets]bool
+	inFlight     [Buckets]int
+	subs         []chan struct{}
 
-	looks atomic.Int64 // reads of the others' claims, for tests
+	looks       atomic.Int64 // reads of the others' claims, for tests
+	listChanges atomic.Int64 // ring changes seen during lists, for tests
 }
 
 // New returns the shard opts describes.
@@ -190,13 +193,22 @@ var errNotReady = errors.New("shard: Start needs ShardOptions.Members and Member
 // reconciles in flight are over), claims those it gives this shard, lists
 // them, and takes each once no other live shard claims it. It looks again
 // every 100 ms while a bucket waits for a reconcile or another shard.
+//
+// A list that the ring makes out of date before it ends (the ring changed
+// so that this shard would claim other buckets) is stopped, and the
+// buckets the new ring gives are claimed and listed instead: replicas that
+// start together see each other join one after another, and would
+// otherwise each list first a share of a smaller ring. A list is stopped
+// so at most [maxStoppedLists] times in a row; the next one runs to its
+// end, so that a ring that keeps changing cannot keep the informers from
+// ever catching up.
 func (s *Shard) Start(ctx context.Context) error {
 	if s.opts.Members == nil || s.opts.Member == nil {
 		return errNotReady
 	}
 	changes := s.opts.Members.Changes()
 	for {
-		pending, err := s.step(ctx)
+		pending, again, err := s.step(ctx, changes)
 		var wait <-chan time.Time
 		switch {
 		case ctx.Err() != nil:
@@ -204,6 +216,8 @@ func (s *Shard) Start(ctx context.Context) error {
 		case err != nil:
 			s.log.Error("could not hand buckets over; retrying", "err", err)
 			wait = time.After(time.Second)
+		case again:
+			continue
 		case pending:
 			wait = time.After(100 * time.Millisecond)
 		}
@@ -216,13 +230,23 @@ func (s *Shard) Start(ctx context.Context) error {
 	}
 }
 
-// step makes one round of hand-over; pending reports buckets that wait
-// for a reconcile to end or for another shard to give them up.
-func (s *Shard) step(ctx context.Context) (pending bool, err error) {
-	var want []int
+// maxStoppedLists is how many lists in a row a ring change may stop.
+const maxStoppedLists = 3
+
+// wanted returns the buckets the ring gives this shard now.
+func (s *Shard) wanted() []int {
 	if ring := s.opts.Members.Ring(); ring.Has(s.opts.Identity) {
-		want = ring.Buckets(s.opts.Identity)
+		return ring.Buckets(s.opts.Identity)
 	}
+	return nil
+}
+
+// step makes one round of hand-over; pending reports buckets that wait
+// for a reconcile to end or for another shard to give them up, and again
+// that the ring changed while it listed (it takes nothing then): the next
+// round is due at once.
+func (s *Shard) step(ctx context.Context, changes <-chan struct{}) (pending, again bool, err error) {
+	want := s.wanted()
 	released, busy := s.release(want)
 	s.mu.Lock()
 	// A bucket is claimed while the ring gives it, and while it is held.
@@ -233,12 +257,12 @@ func (s *Shard) step(ctx context.Context) (pending bool, err error) {
 		}
 	}
 	publish := !slices.Equal(claims, s.published)
-	list := !slices.Equal(claims, s.listed)
+	list := !slices.Equal(claims, s.listed) || s.unlisted
 	took := time.Since(s.draining)
 	s.mu.Unlock()
 	if publish {
 		if err := s.opts.Member.Claim(ctx, claims); err != nil {
-			return false, err
+			return false, false, err
 		}
 		s.published = claims
 		if released > 0 {
@@ -253,16 +277,62 @@ func (s *Shard) step(ctx context.Context) (pending bool, err error) {
 		s.selecting = claims
 		s.mu.Unlock()
 		if s.opts.Relist != nil {
-			if err := s.opts.Relist(ctx); err != nil {
-				return false, fmt.Errorf("list the claimed buckets: %w", err)
+			done, changed, err := s.relist(ctx, changes, want)
+			if err != nil {
+				return false, false, fmt.Errorf("list the claimed buckets: %w", err)
 			}
+			if !done {
+				// The informers may hold part of what they began to
+				// list, or all of it: list again whatever is claimed.
+				s.unlisted = true
+				s.log.Info("the ring changed during a list; listing the new claims instead")
+				return false, true, nil
+			}
+			again = changed
 		}
-		s.listed = claims
+		s.listed, s.unlisted = claims, false
 	}
 	// The claims are written and listed: the buckets the ring gives can
 	// be taken.
 	pending, err = s.acquire(ctx)
-	return pending || busy, err
+	return pending || busy, again, err
+}
+
+// relist calls Relist, and stops it (done false) if the ring changes
+// meanwhile so that it gives this shard other buckets than want, unless
+// maxStoppedLists lists in a row were stopped so. changed reports a ring
+// change that did not stop it: the caller steps again to see to it.
+func (s *Shard) relist(ctx context.Context, changes <-chan struct{}, want []int) (done, changed bool, err error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stopped, seen atomic.Bool
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-changes:
+				seen.Store(true)
+				s.listChanges.Add(1)
+				if s.stoppedLists < maxStoppedLists && !slices.Equal(s.wanted(), want) {
+					stopped.Store(true)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err = s.opts.Relist(lctx)
+	cancel()
+	<-watching
+	if stopped.Load() && ctx.Err() == nil {
+		s.stoppedLists++
+		return false, true, nil
+	}
+	s.stoppedLists = 0
+	return err == nil, seen.Load(), err
 }
 
 // release gives up the held buckets that are not in want and that no

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -78,7 +79,14 @@ func replicaMain(kubeconfig, ns, id, logPath string, profile bool) error {
 	}()
 	defer func() { mu.Lock(); _ = w.Flush(); mu.Unlock() }()
 
-	opts := manager.Options{Config: &cfg, Namespace: ns}
+	// The manager's own log (the buckets taken and given up) goes beside
+	// the reconcile log, for a run kept with -keep.
+	sf, err := os.Create(logPath + ".slog")
+	if err != nil {
+		return err
+	}
+	defer sf.Close()
+	opts := manager.Options{Config: &cfg, Namespace: ns, Logger: slog.New(slog.NewTextHandler(sf, nil))}
 	if id != "" {
 		opts.Sharding = manager.Sharding{
 			Ring: "bench", Namespace: ns, Identity: id,
