@@ -3,6 +3,7 @@ package intern
 import (
 	"bytes"
 	"hash/maphash"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 	"weak"
@@ -21,15 +22,20 @@ import (
 // string's slots hold live strings, the first one is taken over. So the
 // memory it takes never grows past the array and its entries, whatever the
 // objects decoded. A string that loses its slot
-// stays correct: the next object to meet it gets a new copy.
+// stays correct: the next object to meet it gets a new copy. After each
+// garbage collection, the slots of the strings it collected are emptied,
+// so that their entries go too: a process whose objects went elsewhere (a
+// shard after the ring grew, say) keeps no entry for their strings.
 //
 // The zero value is ready to use. Safe for concurrent use.
 type Strings struct {
-	slots [stringSlots]atomic.Pointer[stringEntry]
+	slots    [stringSlots]atomic.Pointer[stringEntry]
+	sweeping atomic.Bool // the sweep after each collection is armed
 }
 
 // stringSlots is the number of slots: 128 KB of pointers, plus an entry of
-// 24 bytes per slot in use.
+// 24 bytes (and the runtime's handle of its weak pointer) per slot that
+// holds a live string.
 const stringSlots = 1 << 14
 
 // MaxInterned is the length of the longest string [Strings] keeps.
@@ -135,5 +141,34 @@ func (s *Strings) lookup(b []byte, box bool) (p unsafe.Pointer, boxed, found boo
 		copy(buf, b)
 	}
 	free.Store(&stringEntry{w: weak.Make(&buf[0]), n: len(b), boxed: box})
+	if !s.sweeping.Load() && s.sweeping.CompareAndSwap(false, true) {
+		sweepAfterGC(weak.Make(s))
+	}
 	return p, box, found
+}
+
+// sweepToken is what sweepAfterGC hangs its cleanup on: it holds a
+// pointer, so that the runtime never puts it in a block with other small
+// values, which would keep it alive.
+type sweepToken struct{ _ *byte }
+
+// sweepAfterGC empties, after the next garbage collection, the slots of
+// s whose strings were collected, and arms itself again, for as long as s
+// lives. It holds s weakly, so a Strings that is dropped is collected.
+func sweepAfterGC(s weak.Pointer[Strings]) {
+	runtime.AddCleanup(&sweepToken{}, func(s weak.Pointer[Strings]) {
+		if t := s.Value(); t != nil {
+			t.sweep()
+			sweepAfterGC(s)
+		}
+	}, s)
+}
+
+// sweep empties the slots whose strings have been collected.
+func (s *Strings) sweep() {
+	for i := range s.slots {
+		if e := s.slots[i].Load(); e != nil && e.w.Value() == nil {
+			s.slots[i].CompareAndSwap(e, nil)
+		}
+	}
 }

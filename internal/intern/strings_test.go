@@ -58,6 +58,57 @@ func TestStringsDie(t *testing.T) {
 	}
 }
 
+// inUse counts the slots that hold an entry.
+func (s *Strings) inUse() int {
+	n := 0
+	for i := range s.slots {
+		if s.slots[i].Load() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Once their strings are collected, the slots are emptied, so their
+// entries go too; a slot whose string is alive keeps it; and a Strings
+// that nothing holds is collected, its sweep with it.
+func TestStringsSweep(t *testing.T) {
+	s := new(Strings)
+	kept, _ := s.Get([]byte("a string someone keeps"))
+	for i := range 1000 {
+		s.Get(fmt.Appendf(nil, "dropped-%d", i))
+	}
+	if n := s.inUse(); n < 900 {
+		t.Fatalf("%d slots in use after 1001 strings", n)
+	}
+	for i := 0; s.inUse() != 1; i++ {
+		if i == 1000 {
+			t.Fatalf("%d slots still in use after 1000 GCs; want 1, the kept string's", s.inUse())
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if got, found := s.Get([]byte("a string someone keeps")); !found || unsafe.StringData(got) != unsafe.StringData(kept) {
+		t.Fatal("the sweep emptied the slot of a string that is alive")
+	}
+
+	collected := make(chan struct{})
+	runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, collected)
+	s = nil
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		default:
+		}
+		if i == 1000 {
+			t.Fatal("a Strings that nothing holds is still alive after 1000 GCs: its sweep keeps it")
+		}
+		runtime.Gosched()
+	}
+}
+
 func TestStringsConcurrent(t *testing.T) {
 	var s Strings
 	var wg sync.WaitGroup
