@@ -30,8 +30,10 @@ type ShardOptions struct {
 	Member *Member
 	// Relist lists this shard's informers of the sharded kinds again, and
 	// returns once they hold what their selector (Selector) selects now.
-	// Start calls it after each change of the buckets this shard claims.
-	// Nil means nothing to list.
+	// Start calls it after each change of the buckets this shard claims,
+	// and cancels its context when the ring changes so that the list is
+	// out of date (see Start): it should then return soon, with any
+	// error. Nil means nothing to list.
 	Relist func(context.Context) error
 	// Metrics observes hand-overs. Nil means none.
 	Metrics Metrics
