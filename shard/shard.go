@@ -308,6 +308,7 @@ func (s *Shard) relist(ctx context.Context, changes <-chan struct{}, want []int)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stopped, seen atomic.Bool
+	mayStop := s.stoppedLists < maxStoppedLists
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
@@ -318,7 +319,7 @@ func (s *Shard) relist(ctx context.Context, changes <-chan struct{}, want []int)
 			case <-changes:
 				seen.Store(true)
 				s.listChanges.Add(1)
-				if s.stoppedLists < maxStoppedLists && !slices.Equal(s.wanted(), want) {
+				if mayStop && !slices.Equal(s.wanted(), want) {
 					stopped.Store(true)
 					cancel()
 					return
