@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -295,31 +296,55 @@ func (f *DeltaFIFO[T]) endReplace() error {
 // listed lacks, unless its newest delta is a Deleted, in key order. The
 // caller holds mu.
 func (f *DeltaFIFO[T]) tombstoneLocked(listed map[string]struct{}) {
-	var gone []string
+	f.tombstoneIfLocked(func(key string, _ T) bool {
+		_, ok := listed[key]
+		return !ok
+	})
+}
+
+// tombstoneIfLocked queues a tombstone, carrying the newest queued object,
+// else the known one, for each key queued or known for which gone holds,
+// unless its newest delta is a Deleted, in key order. The caller holds mu.
+func (f *DeltaFIFO[T]) tombstoneIfLocked(gone func(key string, newest T) bool) {
+	type tomb struct {
+		key string
+		obj T
+	}
+	var tombs []tomb
 	for key, deltas := range f.items {
-		if _, ok := listed[key]; !ok && deltas[len(deltas)-1].Type != Deleted {
-			gone = append(gone, key)
+		if d := deltas[len(deltas)-1]; d.Type != Deleted && gone(key, d.Object) {
+			tombs = append(tombs, tomb{key, d.Object})
 		}
 	}
 	if f.known != nil {
 		for _, key := range f.known.ListKeys() {
-			if _, ok := listed[key]; !ok && len(f.items[key]) == 0 {
-				gone = append(gone, key)
+			if len(f.items[key]) > 0 {
+				continue
+			}
+			if obj, ok := f.known.Get(key); ok && gone(key, obj) {
+				tombs = append(tombs, tomb{key, obj})
 			}
 		}
 	}
-	slices.Sort(gone)
-	for _, key := range gone {
-		var obj T
-		if deltas := f.items[key]; len(deltas) > 0 {
-			obj = deltas[len(deltas)-1].Object
-		} else if o, ok := f.known.Get(key); ok {
-			obj = o
-		} else {
-			continue // deleted from the known store meanwhile
-		}
-		f.queueDelta(key, Delta[T]{Type: Deleted, Object: obj, FinalStateUnknown: true})
+	slices.SortFunc(tombs, func(a, b tomb) int { return strings.Compare(a.key, b.key) })
+	for _, t := range tombs {
+		f.queueDelta(t.key, Delta[T]{Type: Deleted, Object: t.obj, FinalStateUnknown: true})
 	}
+}
+
+// prune queues a tombstone for each key queued or known whose newest
+// object keep rejects (see tombstoneIfLocked): what Replace would do with
+// a list that lacks them, without a list. It is how an informer whose
+// selector narrowed lets the objects go that no longer match. It fails
+// with [ErrClosed] after Close.
+func (f *DeltaFIFO[T]) prune(keep func(T) bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	f.tombstoneIfLocked(func(_ string, newest T) bool { return !keep(newest) })
+	return nil
 }
 
 // Resync queues a Sync delta, carrying the known object, for every key of

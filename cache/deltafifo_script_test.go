@@ -47,6 +47,8 @@ type fifoState struct {
 //	add|update|delete k=v… one call per argument
 //	replace k=v…           one Replace with the listed items
 //	resync                 Resync
+//	prune v…               let go (as an informer's Narrow does) of the
+//	                       items whose newest version is one of v…
 //	known [k=v…]           put items in the known store; without
 //	                       arguments, print it sorted by key
 //	queue                  print the queued keys and their deltas
@@ -96,6 +98,8 @@ func execFIFO(s *fifoState, c scriptCmd) string {
 		report(s.fifo.Replace(items))
 	case "resync":
 		report(s.fifo.Resync())
+	case "prune":
+		report(cache.PruneDeltaFIFO(s.fifo, func(it item) bool { return !slices.Contains(c.args, it.Val) }))
 	case "known":
 		if len(c.args) == 0 {
 			keys := s.known.ListKeys()

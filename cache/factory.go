@@ -82,7 +82,7 @@ type FactoryOptions struct {
 	// and metadata-only informers, that of InformerForOptions.Resource.
 	// It is called at every list and watch: after what it returns for a
 	// kind changes, [Factory.Relist] makes the informers of that kind
-	// follow. Default nil.
+	// follow ([Factory.Narrow] when it only narrowed). Default nil.
 	KindSelector func(gk schema.GroupKind) string
 	// Logger receives the informers' messages. Nil means discard.
 	Logger *slog.Logger
@@ -167,6 +167,7 @@ type factoryEntry struct {
 	inf     Runner
 	gk      schema.GroupKind                // the kind of its objects, if known
 	relist  func(ctx context.Context) error // the informer's Relist
+	narrow  func(ctx context.Context, keep func(client.Object) bool) error
 	started bool
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when Start has returned
@@ -282,7 +283,10 @@ func InformerFor[E any, T interface {
 		Sharing:           f.opts.Sharing,
 		DropManagedFields: f.opts.DropManagedFields,
 	})
-	e := &factoryEntry{inf: inf, gk: gk, relist: inf.Relist}
+	e := &factoryEntry{inf: inf, gk: gk, relist: inf.Relist,
+		narrow: func(ctx context.Context, keep func(client.Object) bool) error {
+			return inf.Narrow(ctx, func(o T) bool { return keep(o) })
+		}}
 	f.informers[key] = e
 	if f.runCtx != nil {
 		f.startLocked(e)
@@ -404,11 +408,34 @@ func (f *Factory) StopInformer(inf Runner) bool {
 // of an informer's Relist (ctx's, or ErrStopped for an informer that
 // stopped meanwhile), after all have returned.
 func (f *Factory) Relist(ctx context.Context, gks ...schema.GroupKind) error {
+	return f.follow(ctx, func(e *factoryEntry) func(context.Context) error { return e.relist }, gks)
+}
+
+// Narrow is Relist for a KindSelector that only narrowed for the kinds
+// gks: keep tells whether an object matches the new selector, which must
+// select no object that the old one did not. Each running informer of
+// those kinds lets go of the cached objects that keep rejects and watches
+// on without listing again, as [Informer.Narrow] does; Narrow waits until
+// all of them have. It returns errors as Relist does.
+func (f *Factory) Narrow(ctx context.Context, keep func(client.Object) bool, gks ...schema.GroupKind) error {
+	return f.follow(ctx, func(e *factoryEntry) func(context.Context) error {
+		if e.narrow == nil {
+			return nil
+		}
+		return func(ctx context.Context) error { return e.narrow(ctx, keep) }
+	}, gks)
+}
+
+// follow runs, at once, what op returns for each running informer of the
+// kinds gks, and waits for all of them.
+func (f *Factory) follow(ctx context.Context, op func(*factoryEntry) func(context.Context) error, gks []schema.GroupKind) error {
 	f.mu.Lock()
 	var relists []func(context.Context) error
 	for _, e := range f.informers {
-		if e.started && e.relist != nil && slices.Contains(gks, e.gk) {
-			relists = append(relists, e.relist)
+		if e.started && slices.Contains(gks, e.gk) {
+			if do := op(e); do != nil {
+				relists = append(relists, do)
+			}
 		}
 	}
 	f.mu.Unlock()

@@ -324,6 +324,12 @@ func (i *Informer[T]) HasSynced() bool {
 // ctx ends first, and an error wrapping ErrStopped if the informer has
 // stopped or stops first.
 func (i *Informer[T]) Relist(ctx context.Context) error {
+	return i.follow(ctx, "Relist", i.refl.Relist)
+}
+
+// follow asks the reflector, through ask, to follow a selector that
+// changed, and waits until it has and the cache has taken what it wrote.
+func (i *Informer[T]) follow(ctx context.Context, what string, ask func() <-chan struct{}) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -335,21 +341,34 @@ func (i *Informer[T]) Relist(ctx context.Context) error {
 	state := i.state
 	i.mu.Unlock()
 	if state == stateStopped {
-		return fmt.Errorf("cache: informer %s: Relist: %w", i.name, ErrStopped)
+		return fmt.Errorf("cache: informer %s: %s: %w", i.name, what, ErrStopped)
 	}
-	for _, wait := range []func() <-chan struct{}{i.refl.Relist, i.fifo.popped} {
+	for _, wait := range []func() <-chan struct{}{ask, i.fifo.popped} {
 		select {
 		case <-wait():
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-stopped:
-			return fmt.Errorf("cache: informer %s: Relist: %w", i.name, ErrStopped)
+			return fmt.Errorf("cache: informer %s: %s: %w", i.name, what, ErrStopped)
 		}
 	}
 	// A new selector often lets many objects go at once: give back
 	// their room now rather than keep up to a third more.
 	i.store.compact()
 	return nil
+}
+
+// Narrow is Relist for a selector that only narrowed: keep tells whether
+// an object matches the new selector, which must select no object that
+// the old one did not. The informer lets go of the cached objects that
+// keep rejects (handlers see them deleted, as after Relist) and watches
+// on with the new selector from where it was, without listing again, so
+// the API server sends nothing for the objects it keeps. Narrow returns
+// once the cache holds only what keep accepts; before the first list has
+// ended, it waits for a list with the new selector. It fails as Relist
+// does.
+func (i *Informer[T]) Narrow(ctx context.Context, keep func(T) bool) error {
+	return i.follow(ctx, "Narrow", func() <-chan struct{} { return i.refl.Narrow(keep) })
 }
 
 // LastError returns why the informer is not keeping up, or nil:
@@ -607,6 +626,8 @@ func (w informerWriter[T]) write(to func(T) error, obj T) error {
 	}
 	return to(obj)
 }
+
+func (w informerWriter[T]) prune(keep func(T) bool) error { return w.i.fifo.prune(keep) }
 
 func (w informerWriter[T]) Replace(objs []T) error {
 	for n, obj := range objs {

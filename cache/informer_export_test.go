@@ -27,3 +27,9 @@ func CachedClientSawDelete[T client.Object](c *CachedClient[T], key string) bool
 	}
 	return len(ds) > 0
 }
+
+// InformerReflectorStats returns the counts of i's reflector.
+func InformerReflectorStats[T client.Object](i *Informer[T]) ReflectorStats { return i.refl.Stats() }
+
+// PruneDeltaFIFO calls f's prune, which informers use for Narrow.
+func PruneDeltaFIFO[T any](f *DeltaFIFO[T], keep func(T) bool) error { return f.prune(keep) }

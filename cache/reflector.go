@@ -119,6 +119,11 @@ type Reflector[T client.Object] struct {
 	cancelRound      context.CancelFunc
 	waiting, filling []chan struct{}
 
+	// narrowKeep is the test of the newest Narrow call that Run has not
+	// served yet, and narrowing the channels of those calls.
+	narrowKeep func(T) bool
+	narrowing  []chan struct{}
+
 	// progressed says whether the current round's watch moved the
 	// resourceVersion on or lived for minProgress, and filled whether it
 	// replaced the store's contents with a full list; only Run's goroutine
@@ -238,6 +243,38 @@ func (r *Reflector[T]) Relist() <-chan struct{} {
 	return ch
 }
 
+// Narrow is Relist for a selector that only narrowed: the new one selects
+// a subset of what the old one did, and keep tells whether an object
+// matches it. The reflector ends the watch under way, lets go of the
+// cached objects that keep rejects (an informer's handlers see them
+// deleted, as after Relist), and watches again with the new selector
+// from where it was, without a list. A store other than an informer's,
+// and a reflector that has not finished its list, list again instead, as
+// Relist does. The channel returned is closed once that is done; it is
+// never closed if Run has ended or does not run.
+func (r *Reflector[T]) Narrow(keep func(T) bool) <-chan struct{} {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.store.(pruner[T]); !ok {
+		r.waiting = append(r.waiting, ch)
+		r.relistAsked = true
+	} else {
+		r.narrowing = append(r.narrowing, ch)
+		r.narrowKeep = keep
+	}
+	if r.cancelRound != nil {
+		r.cancelRound()
+	}
+	return ch
+}
+
+// pruner is a [Writer] that can let go of objects without a list: an
+// informer's (see [DeltaFIFO] prune).
+type pruner[T any] interface {
+	prune(keep func(T) bool) error
+}
+
 // Run lists and watches until ctx ends; it then returns nil. It returns an
 // error only if the store refuses a write (a key function failing), which
 // retrying cannot fix.
@@ -251,8 +288,24 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 		if r.relistAsked {
 			relist, r.relistAsked = true, false
 		}
+		keep, narrowed := r.narrowKeep, r.narrowing
+		r.narrowKeep, r.narrowing = nil, nil
+		if relist {
+			// The list about to begin uses the new selector: it serves
+			// the Narrow calls too.
+			r.waiting, narrowed = append(r.waiting, narrowed...), nil
+		}
 		r.cancelRound = cancel
 		r.mu.Unlock()
+		if len(narrowed) > 0 {
+			if err := r.store.(pruner[T]).prune(keep); err != nil {
+				cancel()
+				return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+			}
+			for _, ch := range narrowed {
+				close(ch)
+			}
+		}
 		var err error
 		if relist {
 			err = r.fill(round)
@@ -262,13 +315,13 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 				relist = false
 			}
 		}
-		if err == nil {
+		if err == nil && round.Err() == nil {
 			err = r.watch(round)
 		}
 		cancel()
 		r.mu.Lock()
 		r.cancelRound = nil
-		asked := r.relistAsked
+		asked, narrow := r.relistAsked, len(r.narrowing) > 0
 		r.mu.Unlock()
 		switch {
 		case ctx.Err() != nil:
@@ -278,6 +331,11 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 		case asked:
 			// Relist ended the round: list again at once.
 			relist, failures = true, 0
+			continue
+		case narrow && !errors.Is(err, errRelist):
+			// Narrow ended the round: let go, and watch again at once
+			// (or go on with a list that it cut short).
+			failures = 0
 			continue
 		case errors.Is(err, errRelist):
 			relist = true

@@ -23,7 +23,8 @@ type selectingLW struct {
 	groups   map[string][]*corev1.ConfigMap
 	lists    atomic.Int32
 	ended    atomic.Int32
-	listed   chan string // receives the selector of each list, if not nil
+	listed   chan string  // receives the selector of each list, if not nil
+	watchRV  atomic.Value // string: the resourceVersion of the last watch
 }
 
 func (l *selectingLW) List(ctx context.Context, _ metav1.ListOptions) (*client.List[*corev1.ConfigMap], error) {
@@ -39,7 +40,8 @@ func (l *selectingLW) List(ctx context.Context, _ metav1.ListOptions) (*client.L
 	return &client.List[*corev1.ConfigMap]{ListMeta: metav1.ListMeta{ResourceVersion: "10"}, Items: items}, nil
 }
 
-func (l *selectingLW) Watch(ctx context.Context, _ metav1.ListOptions) (cache.Watch[*corev1.ConfigMap], error) {
+func (l *selectingLW) Watch(ctx context.Context, opts metav1.ListOptions) (cache.Watch[*corev1.ConfigMap], error) {
+	l.watchRV.Store(opts.ResourceVersion)
 	<-ctx.Done()
 	l.ended.Add(1)
 	return nil, ctx.Err()
@@ -140,4 +142,83 @@ func TestRelistsMeetInOneList(t *testing.T) {
 	if err := inf.Relist(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Relist with an ended context = %v", err)
 	}
+}
+
+// TestNarrowLetsGoWithoutAList checks that Narrow ends the watch under
+// way, lets go of the cached objects that keep rejects (the handlers see
+// them deleted, and nothing of the others), and watches again from the
+// same resourceVersion without listing; and that a Reflector whose store
+// cannot let go lists again instead.
+func TestNarrowLetsGoWithoutAList(t *testing.T) {
+	groups := map[string][]*corev1.ConfigMap{
+		"ab": {cm("a1", "1"), cm("b1", "2"), cm("both", "3")},
+		"b":  {cm("b1", "2"), cm("both", "3")},
+	}
+	keepB := func(o *corev1.ConfigMap) bool { return o.Name != "a1" }
+
+	t.Run("informer", func(t *testing.T) {
+		lw := &selectingLW{groups: groups}
+		lw.selector.Store("ab")
+		inf := cache.NewInformer[*corev1.ConfigMap](lw, quiet())
+		var mu sync.Mutex
+		var seen []string
+		if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+			Add:    func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "add "+o.Name); mu.Unlock() },
+			Update: func(_, o *corev1.ConfigMap) { mu.Lock(); seen = append(seen, "update "+o.Name); mu.Unlock() },
+			Delete: func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "delete "+o.Name); mu.Unlock() },
+		}, cache.HandlerOptions{Inline: true}); err != nil {
+			t.Fatal(err)
+		}
+		stop := startSynced(t.Context(), t, inf)
+		lw.selector.Store("b")
+		if err := inf.Narrow(t.Context(), keepB); err != nil {
+			t.Fatal(err)
+		}
+		if got := cachedNames(inf); !slices.Equal(got, []string{"b1", "both"}) {
+			t.Errorf("after Narrow the cache holds %v, want [b1 both]", got)
+		}
+		if n := lw.lists.Load(); n != 1 {
+			t.Errorf("%d lists, want 1: Narrow does not list", n)
+		}
+		eventually(func() bool { // a watch from resourceVersion 10 after the one Narrow ended
+			rv, _ := lw.watchRV.Load().(string)
+			return lw.ended.Load() == 1 && rv == "10" && cache.InformerReflectorStats(inf).Watches == 2
+		})
+		mu.Lock()
+		got := slices.Clone(seen[3:])
+		mu.Unlock()
+		if want := []string{"delete a1"}; !slices.Equal(got, want) {
+			t.Errorf("after Narrow the handler saw %v, want %v", got, want)
+		}
+		stop()
+		if err := inf.Narrow(t.Context(), keepB); !errors.Is(err, cache.ErrStopped) {
+			t.Errorf("Narrow of a stopped informer = %v, want ErrStopped", err)
+		}
+	})
+
+	t.Run("plain store", func(t *testing.T) {
+		lw := &selectingLW{groups: groups}
+		lw.selector.Store("ab")
+		store := cache.NewStore[*corev1.ConfigMap](cache.StoreOptions[*corev1.ConfigMap]{})
+		r := cache.NewReflector[*corev1.ConfigMap](lw, store, quiet().Reflector)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		eventually(r.HasSynced)
+		lw.selector.Store("b")
+		select {
+		case <-r.Narrow(func(o *corev1.ConfigMap) bool { return keepB(o) }):
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		var names []string
+		for _, o := range store.List() {
+			names = append(names, o.Name)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, []string{"b1", "both"}) || lw.lists.Load() != 2 {
+			t.Errorf("after Narrow the store holds %v after %d lists, want [b1 both] after 2", names, lw.lists.Load())
+		}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -286,6 +287,9 @@ func New(opts Options) (*Manager, error) {
 		sh, err = shard.New(shard.ShardOptions{
 			Ring: s.Ring, Identity: s.Identity, Kinds: s.Kinds, Members: members, Member: member, Metrics: m, Logger: log,
 			Relist: func(ctx context.Context) error { return mgr.factory.Relist(ctx, s.Kinds...) },
+			Narrow: func(ctx context.Context, keep func(metav1.Object) bool) error {
+				return mgr.factory.Narrow(ctx, func(o client.Object) bool { return keep(o) }, s.Kinds...)
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("manager: %w", err)

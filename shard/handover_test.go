@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,9 +25,10 @@ var widget = schema.GroupKind{Group: "test.loom.dev", Kind: "Widget"}
 // and its hand-over, all started. listed is the selector of its last
 // completed Relist.
 type replica struct {
-	shard  *Shard
-	stop   func()
-	listed atomic.Pointer[string]
+	shard   *Shard
+	stop    func()
+	listed  atomic.Pointer[string]
+	relists atomic.Int64
 }
 
 func startReplica(t *testing.T, leases *client.Client[*coordinationv1.Lease], ring, id string) *replica {
@@ -62,6 +64,17 @@ func startReplicaListing(t *testing.T, leases *client.Client[*coordinationv1.Lea
 				}
 			}
 			r.listed.Store(&sel)
+			r.relists.Add(1)
+			return nil
+		},
+		Narrow: func(_ context.Context, keep func(metav1.Object) bool) error {
+			sel := r.shard.Selector()
+			if old := r.listed.Load(); old != nil {
+				if err := checkNarrow(*old, sel, BucketLabel(ring), keep); err != nil {
+					t.Error(err)
+				}
+			}
+			r.listed.Store(&sel)
 			return nil
 		},
 	})
@@ -76,6 +89,30 @@ func startReplicaListing(t *testing.T, leases *client.Client[*coordinationv1.Lea
 		_ = stops[0]()
 	}
 	return r
+}
+
+// checkNarrow fails unless, for every bucket, next selects a subset of
+// what prev does and keep agrees with next.
+func checkNarrow(prev, next, label string, keep func(metav1.Object) bool) error {
+	ps, err := labels.Parse(prev)
+	if err != nil {
+		return err
+	}
+	ns, err := labels.Parse(next)
+	if err != nil {
+		return err
+	}
+	for b := range Buckets {
+		set := labels.Set{label: strconv.Itoa(b)}
+		in := ns.Matches(set)
+		if in && !ps.Matches(set) {
+			return fmt.Errorf("narrowed from %q to %q, which selects bucket %d anew", prev, next, b)
+		}
+		if got := keep(&metav1.ObjectMeta{Labels: set}); got != in {
+			return fmt.Errorf("keep(bucket %d) = %v, but %q selects it: %v", b, got, next, in)
+		}
+	}
+	return nil
 }
 
 // held returns the buckets r holds.
@@ -179,6 +216,9 @@ func TestHandOver(t *testing.T) {
 	end()
 	eventually(t, "b holding all its buckets", func() bool { return slices.Equal(b.held(), ab.Buckets("b")) })
 	eventually(t, "a holding only its own", func() bool { return slices.Equal(a.held(), ab.Buckets("a")) })
+	if n := a.shard.narrows.Load(); n == 0 || a.relists.Load() != 1 {
+		t.Fatalf("a narrowed %d times and listed %d times; want it to narrow, and list only at first", n, a.relists.Load())
+	}
 	stopSampling()
 	wg.Wait()
 	if i := overlap.Load(); i != nil {

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestBucketSelector checks that the selector of a set of buckets matches
 // exactly the objects labelled with one of them, whichever way it is
-// written, and never one without the label.
+// written, and never one without the label; and that keepBuckets keeps
+// exactly the objects it selects.
 func TestBucketSelector(t *testing.T) {
 	l := BucketLabel("r")
 	r3 := NewRing([]string{"a", "b", "c"}, RingOptions{})
@@ -46,6 +48,23 @@ func TestBucketSelector(t *testing.T) {
 			}
 			if parsed.Matches(labels.Set{"other": "1"}) {
 				t.Error("an object without the label matches")
+			}
+			keep, err := keepBuckets(l, bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			values := []string{"01", "x", "", "1024", "-1"}
+			for b := range Buckets {
+				values = append(values, strconv.Itoa(b))
+			}
+			for _, v := range values {
+				set := labels.Set{l: v}
+				if got, want := keep(&metav1.ObjectMeta{Labels: set}), parsed.Matches(set); got != want {
+					t.Fatalf("label %q: kept %v, selected %v", v, got, want)
+				}
+			}
+			if keep(&metav1.ObjectMeta{Labels: map[string]string{"other": "1"}}) {
+				t.Error("an object without the label is kept")
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -35,6 +36,14 @@ type ShardOptions struct {
 	// out of date (see Start): it should then return soon, with any
 	// error. Nil means nothing to list.
 	Relist func(context.Context) error
+	// Narrow makes this shard's informers of the sharded kinds let go of
+	// the cached objects that keep rejects, and watch on with their new
+	// selector (Selector) without listing again, returning once they
+	// have. Start calls it instead of Relist when the buckets this shard
+	// claims only shrank, as when a replica joins the ring: so the API
+	// server sends each shard's objects again only to the shard that
+	// takes them. Nil means Relist is called then too.
+	Narrow func(ctx context.Context, keep func(metav1.Object) bool) error
 	// Metrics observes hand-overs. Nil means none.
 	Metrics Metrics
 	// Logger receives a line per hand-over. Nil means discard.
@@ -77,6 +86,7 @@ type Shard struct {
 
 	looks       atomic.Int64 // reads of the others' claims, for tests
 	listChanges atomic.Int64 // ring changes seen during lists, for tests
+	narrows     atomic.Int64 // calls of Narrow, for tests
 }
 
 // New returns the shard opts describes.
@@ -278,7 +288,21 @@ func (s *Shard) step(ctx context.Context, changes <-chan struct{}) (pending, aga
 		s.mu.Lock()
 		s.selecting = claims
 		s.mu.Unlock()
-		if s.opts.Relist != nil {
+		if s.opts.Narrow != nil && !s.unlisted && subset(claims, s.listed) {
+			// Only fewer buckets: the informers hold the objects of
+			// these already, and let the others go.
+			keep, err := keepBuckets(BucketLabel(s.opts.Ring), claims)
+			if err == nil {
+				err = s.opts.Narrow(ctx, keep)
+			}
+			if err != nil {
+				// Some informers may have let go already: what they
+				// hold is not known, so the next round lists.
+				s.unlisted = true
+				return false, false, fmt.Errorf("let the given-up buckets go: %w", err)
+			}
+			s.narrows.Add(1)
+		} else if s.opts.Relist != nil {
 			done, changed, err := s.relist(ctx, changes, want)
 			if err != nil {
 				return false, false, fmt.Errorf("list the claimed buckets: %w", err)
@@ -298,6 +322,27 @@ func (s *Shard) step(ctx context.Context, changes <-chan struct{}) (pending, aga
 	// be taken.
 	pending, err = s.acquire(ctx)
 	return pending || busy, again, err
+}
+
+// subset reports whether every element of a is in b; both are sorted.
+func subset(a, b []int) bool {
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// keepBuckets returns a test of whether an object is one that
+// bucketSelector(l, bs) selects: that selector itself, so the two agree
+// on every label value, even one that is not a bucket.
+func keepBuckets(l string, bs []int) (func(metav1.Object) bool, error) {
+	sel, err := labels.Parse(bucketSelector(l, bs))
+	if err != nil {
+		return nil, err
+	}
+	return func(obj metav1.Object) bool { return sel.Matches(labels.Set(obj.GetLabels())) }, nil
 }
 
 // relist calls Relist, and stops it (done false) if the ring changes
