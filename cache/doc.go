@@ -116,7 +116,10 @@
 // [Informer.Relist] (or [Factory.Relist] for every informer of some
 // kinds) then lists again at once and returns when the cache holds what
 // that list found, handlers having been told of the objects that left and
-// came. A sharded manager uses it to follow the buckets a ring gives it.
+// came. When the selector only narrowed, [Informer.Narrow] (or
+// [Factory.Narrow]) lets go of the objects that no longer match and
+// watches on from where it was, without a list. A sharded manager uses
+// both to follow the buckets a ring gives it.
 //
 //	inf := cache.NewInformer(cache.ListWatch(pods, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.Pod]{
 //		Transform: cache.StripManagedFields[*corev1.Pod],

@@ -251,3 +251,39 @@ func ExampleFactory_StopInformer() {
 		f.StopInformer(widgets) // its handlers get no more calls
 	}()
 }
+
+// When a selector only narrows (a shard that gave some of its buckets
+// away), Narrow lets go of the objects that no longer match and watches
+// on from where it was: the server sends nothing again. Here a scripted
+// ListerWatcher serves the selector of the moment.
+func ExampleInformer_Narrow() {
+	lw := &selectingLW{groups: map[string][]*corev1.ConfigMap{
+		"a or b": {cm("a1", "1"), cm("b1", "2"), cm("b2", "3")},
+		"b":      {cm("b1", "2"), cm("b2", "3")},
+	}}
+	lw.selector.Store("a or b")
+	inf := cache.NewInformer[*corev1.ConfigMap](lw, cache.InformerOptions[*corev1.ConfigMap]{
+		Reflector: cache.ReflectorOptions{Streaming: cache.StreamingOff},
+	})
+	reg, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Delete: func(o *corev1.ConfigMap, unknown bool) { fmt.Println("delete", o.Name, "unknown:", unknown) },
+	}, cache.HandlerOptions{Inline: true})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = inf.Start(ctx) }()
+	if err := cache.WaitForCacheSync(ctx, reg); err != nil {
+		panic(err)
+	}
+
+	lw.selector.Store("b")
+	if err := inf.Narrow(ctx, func(o *corev1.ConfigMap) bool { return o.Name != "a1" }); err != nil {
+		panic(err)
+	}
+	fmt.Println("cached:", cachedNames(inf), "lists:", lw.lists.Load())
+	// Output:
+	// delete a1 unknown: true
+	// cached: [b1 b2] lists: 1
+}

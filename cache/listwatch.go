@@ -37,8 +37,9 @@ type ListWatchOptions struct {
 	// LabelSelectorFunc, when set, is called at every list and watch, and
 	// the selector it returns ("" for none) is added to LabelSelector:
 	// for a selection that changes while the informer runs, such as a
-	// shard's. After what it returns changes, call the informer's Relist,
-	// so that the cache follows. Default nil.
+	// shard's. After what it returns changes, call the informer's Relist
+	// (or Narrow, when it only narrowed), so that the cache follows.
+	// Default nil.
 	LabelSelectorFunc func() string
 }
 

@@ -157,7 +157,7 @@ func TestFactoryNarrowAgainstAServer(t *testing.T) {
 	var deleted sync.Map
 	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
 		Delete: func(o *corev1.ConfigMap, _ bool) { deleted.Store(o.Name, true) },
-	}, cache.HandlerOptions{}); err != nil {
+	}, cache.HandlerOptions{Inline: true}); err != nil { // called before Narrow returns
 		t.Fatal(err)
 	}
 	go func() { _ = f.Start(ctx) }()

@@ -104,7 +104,10 @@ func (r *run) profileAPIServer(ctx context.Context, dir, name string, d time.Dur
 }
 
 // requestCounts reads kube-apiserver's apiserver_request_total, summed
-// by verb and resource ("PATCH configmaps").
+// by verb and resource ("PATCH configmaps"), and the objects it sent, by
+// resource ("sent shelves"): the items of lists (served from its watch
+// cache or from etcd) and the events of watches, the initial events of a
+// streaming list included.
 func (r *run) requestCounts(ctx context.Context) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.host, "/")+"/metrics", nil)
 	if err != nil {
@@ -138,6 +141,19 @@ func (r *run) requestCounts(ctx context.Context) (map[string]float64, error) {
 			m[verb+" "+resource] += metric.GetCounter().GetValue()
 		}
 	}
+	for _, name := range []string{"apiserver_watch_events_total", "apiserver_cache_list_returned_objects_total", "apiserver_storage_list_returned_objects_total"} {
+		f := families[name]
+		if f == nil {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "resource" {
+					m[sentPrefix+l.GetValue()] += metric.GetCounter().GetValue()
+				}
+			}
+		}
+	}
 	return m, nil
 }
 
@@ -151,6 +167,9 @@ func requestLine(before, after map[string]float64, d time.Duration) string {
 	var all []kv
 	total := 0.0
 	for k, a := range after {
+		if strings.HasPrefix(k, sentPrefix) {
+			continue
+		}
 		if n := a - before[k]; n > 0 {
 			all = append(all, kv{k, n})
 			total += n
@@ -162,4 +181,14 @@ func requestLine(before, after map[string]float64, d time.Duration) string {
 		parts = append(parts, fmt.Sprintf("%s %.0f", e.k, e.n))
 	}
 	return fmt.Sprintf("requests: %.0f (%.0f/s): %s", total, total/d.Seconds(), strings.Join(parts, ", "))
+}
+
+// sentPrefix marks, in requestCounts, the objects sent of a resource.
+const sentPrefix = "sent "
+
+// sentObjects returns how many Shelves and ConfigMaps kube-apiserver sent
+// between two readings of requestCounts.
+func sentObjects(before, after map[string]float64) (shelves, configMaps int) {
+	d := func(res string) int { return int(after[sentPrefix+res] - before[sentPrefix+res]) }
+	return d(shelfRes.Resource.Resource), d("configmaps")
 }

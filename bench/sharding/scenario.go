@@ -191,6 +191,10 @@ type StepReport struct {
 	Failed     map[string]int // per replica, during the step: reconciles that failed
 	Unbalanced []string
 	CPU        string // CPU time per process until caught up, with Options.CPU
+	// SentShelves and SentConfigMaps count the objects kube-apiserver
+	// sent from the change until caught up: list items and watch events
+	// (a streaming list's initial events included), to every client.
+	SentShelves, SentConfigMaps int
 }
 
 // Run runs the scenario on a fresh control plane.

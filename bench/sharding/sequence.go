@@ -65,12 +65,13 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 		{"kill -9 r1 (the leader)", func() error { r.kill("r1"); return nil }, 15*time.Second + 10*time.Second, 0},
 	}
 	for i, s := range steps {
-		var cpu0, req0 map[string]float64
+		var cpu0 map[string]float64
 		if r.opts.CPU {
 			cpu0 = r.cpuSnapshot()
-			if req0, err = r.requestCounts(ctx); err != nil {
-				return nil, err
-			}
+		}
+		req0, err := r.requestCounts(ctx)
+		if err != nil {
+			return nil, err
 		}
 		profiled := make(chan error, 1)
 		if r.opts.ProfileDir != "" {
@@ -100,14 +101,14 @@ func (r *run) sequence(ctx context.Context) (*Report, error) {
 		if sr.CaughtUp, err = r.caughtUp(ctx, ring, t0, s.bound+time.Minute); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
+		d := time.Since(t0)
+		req1, err := r.requestCounts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sr.SentShelves, sr.SentConfigMaps = sentObjects(req0, req1)
 		if r.opts.CPU {
-			d := time.Since(t0)
-			sr.CPU = cpuLine(cpu0, r.cpuSnapshot(), d)
-			req1, err := r.requestCounts(ctx)
-			if err != nil {
-				return nil, err
-			}
-			sr.CPU += "\n    " + requestLine(req0, req1, d)
+			sr.CPU = cpuLine(cpu0, r.cpuSnapshot(), d) + "\n    " + requestLine(req0, req1, d)
 		}
 		if len(before) > 0 {
 			moved := 0
@@ -178,8 +179,8 @@ func (r *run) print(sr StepReport, base Heap) {
 	if sr.MoveBound > 0 {
 		move += fmt.Sprintf(" (bound %.3f)", sr.MoveBound)
 	}
-	fmt.Fprintf(r.opts.Out, "%-26s settled %6.2fs  caught up %6.2fs (bound %s)  %s\n    the change itself (spawn, or stop and exit) took %.2fs\n    heap, Shelves/ConfigMaps cached: %s\n    reconciles: %s\n",
-		sr.Name, sr.Settled.Seconds(), sr.CaughtUp.Seconds(), sr.Bound, move, sr.Acted.Seconds(), strings.Join(hs, ", "), strings.Join(rs, ", "))
+	fmt.Fprintf(r.opts.Out, "%-26s settled %6.2fs  caught up %6.2fs (bound %s)  %s\n    the change itself (spawn, or stop and exit) took %.2fs\n    heap, Shelves/ConfigMaps cached: %s\n    reconciles: %s\n    sent by the API server until caught up (list items and watch events): %d Shelves, %d ConfigMaps\n",
+		sr.Name, sr.Settled.Seconds(), sr.CaughtUp.Seconds(), sr.Bound, move, sr.Acted.Seconds(), strings.Join(hs, ", "), strings.Join(rs, ", "), sr.SentShelves, sr.SentConfigMaps)
 	if sr.CPU != "" {
 		fmt.Fprintln(r.opts.Out, "   ", sr.CPU)
 	}
