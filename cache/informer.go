@@ -359,14 +359,14 @@ func (i *Informer[T]) follow(ctx context.Context, what string, ask func() <-chan
 }
 
 // Narrow is Relist for a selector that only narrowed: keep tells whether
-// an object matches the new selector, which must select no object that
-// the old one did not. The informer lets go of the cached objects that
-// keep rejects (handlers see them deleted, as after Relist) and watches
-// on with the new selector from where it was, without listing again, so
-// the API server sends nothing for the objects it keeps. Narrow returns
-// once the cache holds only what keep accepts; before the first list has
-// ended, it waits for a list with the new selector. It fails as Relist
-// does.
+// a cached object (as the Transform left it) matches the new selector,
+// which must select no object that the old one did not. The informer
+// lets go of the cached objects that keep rejects (handlers see them
+// deleted, as after Relist) and watches on with the new selector from
+// where it was, without listing again, so the API server sends nothing
+// for the objects it keeps. Narrow returns once the cache holds only
+// what keep accepts; before the first list has ended, it waits for a
+// list with the new selector. It fails as Relist does.
 func (i *Informer[T]) Narrow(ctx context.Context, keep func(T) bool) error {
 	return i.follow(ctx, "Narrow", func() <-chan struct{} { return i.refl.Narrow(keep) })
 }

@@ -146,7 +146,10 @@ type Options struct {
 	Resync time.Duration
 	// Transform is applied to every object before it is cached, such as
 	// cache.StripManagedFields[client.Object] (see
-	// cache.FactoryOptions.Transform). Default nil: none.
+	// cache.FactoryOptions.Transform). With Sharding, it should keep the
+	// bucket label of the sharded kinds' objects: a shard that gives
+	// buckets up lets their cached objects go by that label, and keeps
+	// those without one until its informers next list. Default nil: none.
 	Transform func(client.Object) (client.Object, error)
 	// JSON makes the manager's clients ask for JSON. Default false:
 	// protobuf, falling back to JSON for types without it (custom

@@ -13,7 +13,7 @@ import (
 // TestBucketSelector checks that the selector of a set of buckets matches
 // exactly the objects labelled with one of them, whichever way it is
 // written, and never one without the label; and that keepBuckets keeps
-// exactly the objects it selects.
+// exactly the objects it selects, and those without the label.
 func TestBucketSelector(t *testing.T) {
 	l := BucketLabel("r")
 	r3 := NewRing([]string{"a", "b", "c"}, RingOptions{})
@@ -63,8 +63,8 @@ func TestBucketSelector(t *testing.T) {
 					t.Fatalf("label %q: kept %v, selected %v", v, got, want)
 				}
 			}
-			if keep(&metav1.ObjectMeta{Labels: map[string]string{"other": "1"}}) {
-				t.Error("an object without the label is kept")
+			if !keep(&metav1.ObjectMeta{Labels: map[string]string{"other": "1"}}) {
+				t.Error("a cached object without the label, which a Transform took off, is let go")
 			}
 		})
 	}

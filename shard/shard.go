@@ -42,7 +42,9 @@ type ShardOptions struct {
 	// have. Start calls it instead of Relist when the buckets this shard
 	// claims only shrank, as when a replica joins the ring: so the API
 	// server sends each shard's objects again only to the shard that
-	// takes them. Nil means Relist is called then too.
+	// takes them. keep sees the cached objects, and keeps those without
+	// a bucket label (which a Transform may have taken off). Nil means
+	// Relist is called then too.
 	Narrow func(ctx context.Context, keep func(metav1.Object) bool) error
 	// Metrics observes hand-overs. Nil means none.
 	Metrics Metrics
@@ -334,15 +336,21 @@ func subset(a, b []int) bool {
 	return true
 }
 
-// keepBuckets returns a test of whether an object is one that
+// keepBuckets returns a test of whether a cached object is one that
 // bucketSelector(l, bs) selects: that selector itself, so the two agree
-// on every label value, even one that is not a bucket.
+// on every label value, even one that is not a bucket. A cached object
+// without label l is kept: no bucket selector selects one, so a
+// Transform took the label off after the object was selected, and which
+// bucket it is in is not known.
 func keepBuckets(l string, bs []int) (func(metav1.Object) bool, error) {
 	sel, err := labels.Parse(bucketSelector(l, bs))
 	if err != nil {
 		return nil, err
 	}
-	return func(obj metav1.Object) bool { return sel.Matches(labels.Set(obj.GetLabels())) }, nil
+	return func(obj metav1.Object) bool {
+		set := labels.Set(obj.GetLabels())
+		return !set.Has(l) || sel.Matches(set)
+	}, nil
 }
 
 // relist calls Relist, and stops it (done false) if the ring changes
