@@ -15,26 +15,26 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
 
-// TestFactoryRelistAgainstAServer checks, on a real API server, that a
-// factory's informers follow a KindSelector whose answer changes once
-// Factory.Relist returns, that only the informers of the kinds named
-// relist, and that the informer goes on watching with the new selector.
-func TestFactoryRelistAgainstAServer(t *testing.T) {
+// groupedConfigMaps starts a control plane and makes, in namespace ns,
+// ConfigMaps cm-0 to cm-5, labelled group=0, 1, 2, 0, 1, 2. create makes
+// another.
+func groupedConfigMaps(t *testing.T, ns string) (*rest.Client, *client.Client[*corev1.ConfigMap], func(name, group string)) {
+	t.Helper()
 	env := testenv.New(t, testenv.Options{})
 	rc := restFrom(t, env.KubeconfigPath)
-	ctx := t.Context()
-	kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "relist")
+	kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", ns)
 	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms = cms.Namespace("relist")
+	cms = cms.Namespace(ns)
 	create := func(name, group string) {
 		t.Helper()
-		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"group": group}}}, metav1.CreateOptions{})
+		_, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"group": group}}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,6 +42,16 @@ func TestFactoryRelistAgainstAServer(t *testing.T) {
 	for n := range 6 {
 		create(fmt.Sprint("cm-", n), fmt.Sprint(n%3))
 	}
+	return rc, cms, create
+}
+
+// TestFactoryRelistAgainstAServer checks, on a real API server, that a
+// factory's informers follow a KindSelector whose answer changes once
+// Factory.Relist returns, that only the informers of the kinds named
+// relist, and that the informer goes on watching with the new selector.
+func TestFactoryRelistAgainstAServer(t *testing.T) {
+	ctx := t.Context()
+	rc, _, create := groupedConfigMaps(t, "relist")
 	var group atomic.Value
 	group.Store("0")
 	var asked atomic.Int32
@@ -68,14 +78,7 @@ func TestFactoryRelistAgainstAServer(t *testing.T) {
 	if err := f.WaitForCacheSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	names := func() []string {
-		var ns []string
-		for _, o := range inf.Indexer().List() {
-			ns = append(ns, o.Name)
-		}
-		slices.Sort(ns)
-		return ns
-	}
+	names := func() []string { return cachedNames(inf) }
 	if got := names(); !slices.Equal(got, []string{"cm-0", "cm-3"}) {
 		t.Fatalf("group 0 cached %v", got)
 	}
@@ -119,25 +122,8 @@ func TestFactoryRelistAgainstAServer(t *testing.T) {
 // a new object that matches, and the deletion of an object relabelled
 // out of the selection, and nothing of the others.
 func TestFactoryNarrowAgainstAServer(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	rc := restFrom(t, env.KubeconfigPath)
 	ctx := t.Context()
-	kubectlIn(t, env.KubeconfigPath, "", "create", "namespace", "narrow")
-	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cms = cms.Namespace("narrow")
-	create := func(name, group string) {
-		t.Helper()
-		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"group": group}}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for n := range 6 {
-		create(fmt.Sprint("cm-", n), fmt.Sprint(n%3))
-	}
+	rc, cms, create := groupedConfigMaps(t, "narrow")
 	var selector atomic.Value
 	selector.Store("group in (0,1)")
 	f := cache.NewFactory(rc, cache.FactoryOptions{
@@ -164,14 +150,7 @@ func TestFactoryNarrowAgainstAServer(t *testing.T) {
 	if err := f.WaitForCacheSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	names := func() []string {
-		var ns []string
-		for _, o := range inf.Indexer().List() {
-			ns = append(ns, o.Name)
-		}
-		slices.Sort(ns)
-		return ns
-	}
+	names := func() []string { return cachedNames(inf) }
 	if got := names(); !slices.Equal(got, []string{"cm-0", "cm-1", "cm-3", "cm-4"}) {
 		t.Fatalf("groups 0 and 1 cached %v", got)
 	}

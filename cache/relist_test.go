@@ -56,6 +56,31 @@ func cachedNames(inf *cache.Informer[*corev1.ConfigMap]) []string {
 	return names
 }
 
+// recordEvents adds an inline handler to inf that records what it is
+// told ("add a1", "delete a1"); seen returns a copy of that so far.
+func recordEvents(t *testing.T, inf *cache.Informer[*corev1.ConfigMap]) (seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var events []string
+	record := func(what string, o *corev1.ConfigMap) {
+		mu.Lock()
+		events = append(events, what+" "+o.Name)
+		mu.Unlock()
+	}
+	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
+		Add:    func(o *corev1.ConfigMap, _ bool) { record("add", o) },
+		Update: func(_, o *corev1.ConfigMap) { record("update", o) },
+		Delete: func(o *corev1.ConfigMap, _ bool) { record("delete", o) },
+	}, cache.HandlerOptions{Inline: true}); err != nil {
+		t.Fatal(err)
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(events)
+	}
+}
+
 // TestRelistFollowsTheSelector checks that Relist ends the watch under
 // way, lists with the selector of the moment, and returns once the cache
 // holds exactly what that list found, the handlers being told of what
@@ -67,15 +92,7 @@ func TestRelistFollowsTheSelector(t *testing.T) {
 	}}
 	lw.selector.Store("a")
 	inf := cache.NewInformer[*corev1.ConfigMap](lw, quiet())
-	var mu sync.Mutex
-	var seen []string
-	if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
-		Add:    func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "add "+o.Name); mu.Unlock() },
-		Update: func(_, o *corev1.ConfigMap) { mu.Lock(); seen = append(seen, "update "+o.Name); mu.Unlock() },
-		Delete: func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "delete "+o.Name); mu.Unlock() },
-	}, cache.HandlerOptions{Inline: true}); err != nil {
-		t.Fatal(err)
-	}
+	seen := recordEvents(t, inf)
 	stop := startSynced(t.Context(), t, inf)
 	if got := cachedNames(inf); !slices.Equal(got, []string{"a1", "a2", "both"}) {
 		t.Fatalf("first list cached %v", got)
@@ -93,9 +110,7 @@ func TestRelistFollowsTheSelector(t *testing.T) {
 	if n := lw.ended.Load(); n != 1 {
 		t.Errorf("%d watches ended, want 1: Relist ends the watch under way", n)
 	}
-	mu.Lock()
-	got := slices.Clone(seen[3:])
-	mu.Unlock()
+	got := seen()[3:]
 	slices.Sort(got)
 	// "both" is listed again unchanged: its handlers hear nothing of it.
 	want := []string{"add b1", "delete a1", "delete a2"}
@@ -160,15 +175,7 @@ func TestNarrowLetsGoWithoutAList(t *testing.T) {
 		lw := &selectingLW{groups: groups}
 		lw.selector.Store("ab")
 		inf := cache.NewInformer[*corev1.ConfigMap](lw, quiet())
-		var mu sync.Mutex
-		var seen []string
-		if _, err := inf.AddHandler(cache.HandlerFuncs[*corev1.ConfigMap]{
-			Add:    func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "add "+o.Name); mu.Unlock() },
-			Update: func(_, o *corev1.ConfigMap) { mu.Lock(); seen = append(seen, "update "+o.Name); mu.Unlock() },
-			Delete: func(o *corev1.ConfigMap, _ bool) { mu.Lock(); seen = append(seen, "delete "+o.Name); mu.Unlock() },
-		}, cache.HandlerOptions{Inline: true}); err != nil {
-			t.Fatal(err)
-		}
+		seen := recordEvents(t, inf)
 		stop := startSynced(t.Context(), t, inf)
 		lw.selector.Store("b")
 		if err := inf.Narrow(t.Context(), keepB); err != nil {
@@ -184,9 +191,7 @@ func TestNarrowLetsGoWithoutAList(t *testing.T) {
 			rv, _ := lw.watchRV.Load().(string)
 			return lw.ended.Load() == 1 && rv == "10" && cache.InformerReflectorStats(inf).Watches == 2
 		})
-		mu.Lock()
-		got := slices.Clone(seen[3:])
-		mu.Unlock()
+		got := seen()[3:]
 		if want := []string{"delete a1"}; !slices.Equal(got, want) {
 			t.Errorf("after Narrow the handler saw %v, want %v", got, want)
 		}
