@@ -23,7 +23,7 @@ var widget = schema.GroupKind{Group: "test.loom.dev", Kind: "Widget"}
 
 // replica is one shard of a test ring: its Lease, its view of the others,
 // and its hand-over, all started. listed is the selector of its last
-// completed Relist.
+// completed Relist or Narrow; relists counts its Relists.
 type replica struct {
 	shard   *Shard
 	stop    func()
