@@ -419,9 +419,6 @@ func (f *Factory) Relist(ctx context.Context, gks ...schema.GroupKind) error {
 // all of them have. It returns errors as Relist does.
 func (f *Factory) Narrow(ctx context.Context, keep func(client.Object) bool, gks ...schema.GroupKind) error {
 	return f.follow(ctx, func(e *factoryEntry) func(context.Context) error {
-		if e.narrow == nil {
-			return nil
-		}
 		return func(ctx context.Context) error { return e.narrow(ctx, keep) }
 	}, gks)
 }
@@ -430,19 +427,17 @@ func (f *Factory) Narrow(ctx context.Context, keep func(client.Object) bool, gks
 // kinds gks, and waits for all of them.
 func (f *Factory) follow(ctx context.Context, op func(*factoryEntry) func(context.Context) error, gks []schema.GroupKind) error {
 	f.mu.Lock()
-	var relists []func(context.Context) error
+	var ops []func(context.Context) error
 	for _, e := range f.informers {
 		if e.started && slices.Contains(gks, e.gk) {
-			if do := op(e); do != nil {
-				relists = append(relists, do)
-			}
+			ops = append(ops, op(e))
 		}
 	}
 	f.mu.Unlock()
-	errs := make([]error, len(relists))
+	errs := make([]error, len(ops))
 	var wg sync.WaitGroup
-	for n, relist := range relists {
-		wg.Go(func() { errs[n] = relist(ctx) })
+	for n, do := range ops {
+		wg.Go(func() { errs[n] = do(ctx) })
 	}
 	wg.Wait()
 	for _, err := range errs {
