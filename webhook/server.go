@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/internal/clock"
+	"github.com/loom-k8s/loom/internal/httpserver"
 	"github.com/loom-k8s/loom/tracing"
 )
 
@@ -75,6 +77,22 @@ type ServerOptions struct {
 	// MinTLSVersion is the oldest TLS version accepted. Default TLS 1.2;
 	// older values are refused.
 	MinTLSVersion uint16
+	// EnableHTTP2 offers HTTP/2 to callers. Default false: HTTP/1.1 only,
+	// which keeps the server out of reach of HTTP/2's stream-reset and
+	// stream-cancellation floods (CVE-2023-44487, CVE-2023-39325).
+	// kube-apiserver calls webhooks over HTTP/1.1 as well.
+	EnableHTTP2 bool
+	// TLSConfig, when set, is called with the server's TLS config once it
+	// is built, and has the last word: it may change any field (adding
+	// "h2" to NextProtos turns HTTP/2 on). Default nil.
+	TLSConfig func(*tls.Config)
+	// ClientCAFile, when set, is a PEM bundle of CAs, and every caller must
+	// present a client certificate that one of them signed: for an API
+	// server configured to authenticate to its webhooks
+	// (--admission-control-config-file with a kubeconfig per webhook).
+	// The file is read again when it changes, at most once per
+	// ReloadInterval. Default "": no client certificate is asked for.
+	ClientCAFile string
 	// ShutdownTimeout bounds the wait for requests in flight when Start's
 	// context ends. Default 10 s.
 	ShutdownTimeout time.Duration
@@ -96,15 +114,17 @@ var ErrNoCertDir = errors.New("webhook: ServerOptions.CertDir is required")
 // Server serves webhooks over HTTPS. Make it with NewServer, register
 // handlers with Register, then Start it (or add it to a manager).
 type Server struct {
-	opts    ServerOptions
-	log     *slog.Logger
-	mux     *http.ServeMux
-	certs   *certReloader
-	mu      sync.Mutex
-	ln      net.Listener
-	paths   map[string]bool
-	closed  bool // by Close or Start
-	started bool
+	opts  ServerOptions
+	log   *slog.Logger
+	mux   *http.ServeMux
+	certs *certReloader
+	// clientCAs is nil unless ServerOptions.ClientCAFile is set.
+	clientCAs *poolReloader
+	mu        sync.Mutex
+	ln        net.Listener
+	paths     map[string]bool
+	closed    bool // by Close or Start
+	started   bool
 }
 
 // NewServer returns a server for opts. It does not read the certificate
@@ -144,6 +164,12 @@ func NewServer(opts ServerOptions) (*Server, error) {
 			log:      log,
 		},
 		paths: map[string]bool{},
+	}
+	if opts.ClientCAFile != "" {
+		s.clientCAs = &poolReloader{file: opts.ClientCAFile, interval: opts.ReloadInterval, clock: s.certs.clock, log: log}
+		if _, err := s.clientCAs.get(); err != nil {
+			return nil, err
+		}
 	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -230,16 +256,24 @@ func (s *Server) Start(ctx context.Context) error {
 	ln := s.ln
 	s.mu.Unlock()
 
-	srv := &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{
-			MinVersion:     s.opts.MinTLSVersion,
-			GetCertificate: s.certs.get,
-			NextProtos:     []string{"h2", "http/1.1"},
-		},
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	tlsCfg := httpserver.TLSConfig(httpserver.TLSOptions{
+		MinVersion: s.opts.MinTLSVersion, HTTP2: s.opts.EnableHTTP2,
+		GetCertificate: s.certs.get, Hook: s.opts.TLSConfig,
+	})
+	if s.clientCAs != nil {
+		base := tlsCfg
+		tlsCfg = base.Clone()
+		tlsCfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			pool, err := s.clientCAs.get()
+			if err != nil {
+				return nil, err
+			}
+			c := base.Clone()
+			c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, pool
+			return c, nil
+		}
 	}
+	srv := httpserver.New(s.mux, s.log, tlsCfg)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	s.log.Info("webhook server listening", "addr", ln.Addr().String())
@@ -372,4 +406,55 @@ func stamps(files ...string) ([2]fileStamp, error) {
 		out[i] = fileStamp{size: st.Size(), mod: st.ModTime()}
 	}
 	return out, nil
+}
+
+// poolReloader hands out the client CA pool of ServerOptions.ClientCAFile,
+// re-reading the file when its size or modification time changed, at most
+// once per interval. A file that no longer parses keeps the old pool in
+// service.
+type poolReloader struct {
+	file     string
+	interval time.Duration
+	clock    clock.Clock
+	log      *slog.Logger
+
+	mu        sync.Mutex
+	pool      *x509.CertPool
+	stamp     fileStamp
+	lastCheck time.Time
+}
+
+// ErrClientCA is wrapped by the errors about ServerOptions.ClientCAFile.
+var ErrClientCA = errors.New("webhook: client CA file")
+
+func (r *poolReloader) get() (*x509.CertPool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	if r.pool != nil && now.Sub(r.lastCheck) < r.interval {
+		return r.pool, nil
+	}
+	r.lastCheck = now
+	st, err := os.Stat(r.file)
+	if err == nil && r.pool != nil && (fileStamp{size: st.Size(), mod: st.ModTime()}) == r.stamp {
+		return r.pool, nil
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(r.file)
+	}
+	pool := x509.NewCertPool()
+	if err == nil && !pool.AppendCertsFromPEM(data) {
+		err = ErrCertNoPEM
+	}
+	if err != nil {
+		if r.pool != nil {
+			r.log.Warn("webhook: new client CA file not loaded; keeping the old one", "file", r.file, "err", err)
+			return r.pool, nil
+		}
+		return nil, fmt.Errorf("%w %s: %w", ErrClientCA, r.file, err)
+	}
+	r.pool, r.stamp = pool, fileStamp{size: st.Size(), mod: st.ModTime()}
+	r.log.Info("webhook: client CA loaded", "file", r.file)
+	return pool, nil
 }
