@@ -8,7 +8,7 @@
 //	mgr, err := manager.New(manager.Options{Scheme: v1.Scheme(), // the kubeconfig, or in-cluster
 //		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "kube-system", Name: "widgets"},
 //		HealthAddr:     ":8081",
-//		MetricsAddr:    ":8080",
+//		MetricsAddr:    ":8443", // HTTPS; callers checked by the API server
 //	})
 //	deployments := manager.CachedClient[appsv1.Deployment](mgr) // cached reads, live writes
 //	r := &WidgetReconciler{Deployments: deployments}
@@ -36,12 +36,40 @@
 //
 // # Probes and metrics
 //
-// /healthz answers 200 while the manager runs; /readyz answers 200 once
-// every informer of the factory has synced, and 503 naming the ones that
-// have not, or, with leader election, naming why the last attempt to
-// acquire or renew the Lease failed (RBAC, a missing namespace). /metrics serves the manager's Prometheus registry: reconcile
-// counts by outcome and durations per controller, the work queues'
-// metrics, and REST request counts by code and latencies.
+// Options.HealthAddr serves /healthz and /readyz over plain HTTP, for the
+// kubelet. /healthz answers 200 while the manager runs; /readyz answers
+// 200 once every informer of the factory has synced ("informers") and,
+// with leader election, while the last attempt to acquire or renew the
+// Lease has not failed ("leader-election": RBAC, a missing namespace). A
+// program adds its own checks with [Manager.AddHealthzCheck] and
+// [Manager.AddReadyzCheck]. A failing probe answers 503 with a line per
+// failing check, its name and a short reason ("informers: not synced",
+// "leader-election: failed: forbidden"), never an error's own text, which
+// goes to the log; ?verbose lists the passing checks too.
+//
+// /metrics serves the manager's Prometheus registry: reconcile counts by
+// outcome and durations per controller, the work queues' metrics, and
+// REST request counts by code and latencies. Options.MetricsAddr serves
+// it over HTTPS, with a self-signed certificate or one from
+// MetricsServing.CertDir, to callers whose bearer token the API server
+// authenticates (TokenReview) and who may get the non-resource URL
+// /metrics (SubjectAccessReview): as kubebuilder's projects do. The
+// manager's identity then needs create on tokenreviews and
+// subjectaccessreviews, and a scraper needs a ClusterRole such as
+//
+//	rules:
+//	- nonResourceURLs: ["/metrics"]
+//	  verbs: ["get"]
+//
+// The decisions are cached for a minute (10 s for refusals), so a
+// scraper costs the API server two requests a minute at most.
+// MetricsServing.Insecure serves plain HTTP to anyone instead. The filter
+// is [NewAuthFilter], for a program's own handlers too. HTTP/2 is off
+// unless MetricsServing.EnableHTTP2, and MetricsServing.TLSConfig has the
+// last word on the TLS settings.
+//
+// Options.PprofAddr serves the Go profiler (net/http/pprof), off by
+// default, and on a loopback address only unless Options.PprofAllowRemote.
 //
 // # Reads
 //

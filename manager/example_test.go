@@ -17,7 +17,7 @@ func ExampleNew() {
 	mgr, err := manager.New(manager.Options{
 		LeaderElection: manager.LeaderElection{Enabled: true, Namespace: "kube-system", Name: "configmap-checker"},
 		HealthAddr:     ":8081",
-		MetricsAddr:    ":8080",
+		MetricsAddr:    ":8443", // HTTPS, for callers the API server lets get /metrics
 	})
 	if err != nil {
 		log.Fatal(err)

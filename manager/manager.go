@@ -128,12 +128,32 @@ type Options struct {
 	// Sharding makes the manager one replica of a ring that shares the
 	// sharded kinds' objects out. Default: off.
 	Sharding Sharding
-	// HealthAddr is where /healthz and /readyz are served, such as
-	// ":8081". Default "": not served.
+	// HealthAddr is where /healthz and /readyz are served, over plain
+	// HTTP for the kubelet's probes, such as ":8081". A failing probe
+	// names its failing checks and a short reason (see
+	// [Manager.AddReadyzCheck]). Default "": not served.
 	HealthAddr string
-	// MetricsAddr is where /metrics is served, such as ":8080". Default
-	// "": not served (the registry is still filled; see Registry).
+	// MetricsAddr is where /metrics is served, such as ":8443": over
+	// HTTPS, to callers the API server authenticates and authorizes
+	// (get on the non-resource URL /metrics), unless Metrics.Insecure.
+	// Default "": not served (the registry is still filled; see
+	// Registry).
 	MetricsAddr string
+	// Metrics says how /metrics is served at MetricsAddr. Default: HTTPS
+	// with a self-signed certificate, callers checked by the API server,
+	// HTTP/1.1 only (see [MetricsServing]).
+	Metrics MetricsServing
+	// PprofAddr is where the Go profiler (net/http/pprof, under
+	// /debug/pprof/) is served, over plain HTTP and to anyone who can
+	// reach it, such as "127.0.0.1:8082" (then kubectl port-forward to
+	// reach it in a Pod). Profiles show the program's memory and cost
+	// CPU: New refuses an address that is not loopback (":8082" listens
+	// on every interface) unless PprofAllowRemote is set. Default "":
+	// not served.
+	PprofAddr string
+	// PprofAllowRemote lets PprofAddr be an address that is not
+	// loopback. Default false.
+	PprofAllowRemote bool
 	// Registry is where the manager's metrics are registered, and what
 	// /metrics serves. Default: a new registry with the Go runtime and
 	// process collectors.
@@ -196,7 +216,9 @@ type Manager struct {
 	started   bool
 	leading   bool
 	elector   *leaderelection.Elector // with leader election, once started
-	addrs     map[string]net.Addr     // "health", "metrics": where they listen
+	addrs     map[string]net.Addr     // "health", "metrics", "pprof": where they listen
+	healthz   []probeCheck            // /healthz's checks
+	readyz    []probeCheck            // /readyz's checks
 }
 
 // errStarted is returned by Add after Start, and by a second Start.
@@ -211,6 +233,9 @@ func New(opts Options) (*Manager, error) {
 	}
 	if opts.EventsController == "" {
 		opts.EventsController = "loom"
+	}
+	if err := checkServers(opts); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -310,6 +335,11 @@ func New(opts Options) (*Manager, error) {
 		factory: cache.NewFactory(rc, fopts),
 	}
 	mgr.runnables = append(mgr.runnables, rec)
+	mgr.healthz = []probeCheck{{"ping", func(*http.Request) error { return nil }}}
+	mgr.readyz = []probeCheck{{"informers", mgr.informersSynced}}
+	if opts.LeaderElection.Enabled {
+		mgr.readyz = append(mgr.readyz, probeCheck{"leader-election", mgr.leaseHealthy})
+	}
 	return mgr, nil
 }
 
@@ -369,13 +399,16 @@ func (m *Manager) Shard() *shard.Shard { return m.shard }
 // own metrics: what is registered there is served on /metrics too.
 func (m *Manager) Registry() *prometheus.Registry { return m.metrics.reg }
 
-// MetricsHandler serves the manager's Prometheus registry.
+// MetricsHandler serves the manager's Prometheus registry, to anyone: for
+// a program that serves it itself (wrapped in [NewAuthFilter], say), or
+// reads it in-process. Options.MetricsAddr serves it with the checks of
+// [MetricsServing].
 func (m *Manager) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(m.metrics.reg, promhttp.HandlerOpts{})
 }
 
-// Addr returns the address a server listens on ("health" or "metrics")
-// once Start has opened it, or nil.
+// Addr returns the address a server listens on ("health", "metrics" or
+// "pprof") once Start has opened it, or nil.
 func (m *Manager) Addr(server string) net.Addr {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -571,64 +604,6 @@ func (m *Manager) sharding(ctx context.Context, wg *sync.WaitGroup) (*shard.Memb
 	wg.Go(func() { _ = m.members.Start(ctx) })
 	wg.Go(func() { _ = m.shard.Start(ctx) })
 	return m.member, assigner, nil
-}
-
-// serve opens the health and metrics servers.
-func (m *Manager) serve(ctx context.Context, wg *sync.WaitGroup) error {
-	servers := map[string]http.Handler{}
-	if m.opts.HealthAddr != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("/readyz", m.ready)
-		servers["health"] = mux
-	}
-	if m.opts.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", m.MetricsHandler())
-		servers["metrics"] = mux
-	}
-	addrs := map[string]string{"health": m.opts.HealthAddr, "metrics": m.opts.MetricsAddr}
-	for name, h := range servers {
-		l, err := net.Listen("tcp", addrs[name])
-		if err != nil {
-			return fmt.Errorf("manager: %s server: %w", name, err)
-		}
-		m.mu.Lock()
-		m.addrs[name] = l.Addr()
-		m.mu.Unlock()
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() { _ = srv.Serve(l) })
-		wg.Go(func() {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		})
-	}
-	return nil
-}
-
-// ready answers /readyz: 200 when every informer has synced and, with
-// leader election, the last attempt to acquire or renew the Lease did not
-// fail (a Forbidden or a missing namespace would keep this replica from
-// ever leading).
-func (m *Manager) ready(w http.ResponseWriter, r *http.Request) {
-	m.mu.Lock()
-	e := m.elector
-	m.mu.Unlock()
-	if e != nil {
-		if err := e.LastError(); err != nil {
-			http.Error(w, "leader election: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	cancel() // do not wait: report the state now
-	if err := m.factory.WaitForCacheSync(ctx); err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "ok")
 }
 
 // CachedClient returns the manager's client for objects of type E (such

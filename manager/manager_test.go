@@ -152,7 +152,8 @@ func (r *widgetReconciler) Reconcile(ctx context.Context, w *unstructured.Unstru
 }
 
 func TestConfigMapPerWidgetConvergesUnderChurn(t *testing.T) {
-	mgr, err := manager.New(manager.Options{Config: new(cfg(t)), HealthAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0"})
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t)), HealthAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
+		Metrics: manager.MetricsServing{Insecure: true}}) // scraped below over plain HTTP
 	if err != nil {
 		t.Fatal(err)
 	}
