@@ -57,7 +57,7 @@ func TestShardWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mgr.Webhooks(manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true, MutatingConfigs: []string{"shard-hook"}, CertDir: t.TempDir()})
+	srv, err := mgr.Webhooks(t.Context(), manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true, MutatingConfigs: []string{"shard-hook"}, CertDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

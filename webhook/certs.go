@@ -331,6 +331,46 @@ func (c *Certs) OnRotate(f func(ctx context.Context, caBundle []byte) error) {
 	c.hooks = append(c.hooks, f)
 }
 
+// ErrCertsNotGivenCA is returned by SetCA on a Certs made without
+// CertOptions.CA: one that generates its own CA.
+var ErrCertsNotGivenCA = errors.New("webhook: SetCA needs a Certs made with CertOptions.CA")
+
+// SetCA replaces the given CA (CertOptions.CA) while Certs runs, as
+// SharedCA does when its Secret changes: the bundle becomes ca.Cert, and
+// when the CA that signs (the one matching ca.Key) is another, the serving
+// certificate is renewed with it at once. A certificate that the bundle
+// still trusts is kept otherwise. It checks ca as NewCerts does, and
+// returns ErrCertsNotGivenCA for a Certs that generates its CA or was given
+// its serving pair.
+func (c *Certs) SetCA(ca CAKeyPair) error {
+	if !c.policy.GivenCA || c.givenServing != nil {
+		return ErrCertsNotGivenCA
+	}
+	cas, err := parseGivenCA(&ca, c.clock.Now())
+	if err != nil {
+		return err
+	}
+	c.rot.Lock()
+	c.givenCAs = cas
+	if c.ensured {
+		c.cas = cas
+		c.leafIssuer = nil
+		if c.leaf != nil {
+			c.leafIssuer = c.issuerOf(c.leaf.cert)
+		}
+		if _, err := c.step(false); err != nil {
+			c.rot.Unlock()
+			return err
+		}
+	}
+	c.rot.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // Ensure makes the certificates ready: it loads the files in Dir and
 // keeps them if they are valid (a serving certificate for the same DNS
 // names and IPs, signed by a CA of the bundle, with more than RotateBefore

@@ -170,7 +170,7 @@ func TestMetricFamiliesMatchControllerRuntime(t *testing.T) {
 		loomReconciles.Add(1)
 		return controller.Result{}, nil
 	}, controller.Options{Name: "loom-metrics"})
-	loomHook, err := loomMgr.Webhooks(manager.WebhookOptions{LocalURL: true, Addr: "127.0.0.1:0", CertDir: t.TempDir()})
+	loomHook, err := loomMgr.Webhooks(t.Context(), manager.WebhookOptions{LocalURL: true, Addr: "127.0.0.1:0", CertDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func replicaMain(kubeconfig, ns, id, logPath string, profile bool) error {
 	if id != "" {
 		// Every sharded replica serves the assignment webhook; the driver
 		// turns the webhook configuration on and off.
-		srv, err := mgr.Webhooks(manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true,
+		srv, err := mgr.Webhooks(ctx, manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true,
 			MutatingConfigs: []string{webhookConfig}, CertDir: logPath + ".certs"})
 		if err != nil {
 			return err

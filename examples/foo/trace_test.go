@@ -87,7 +87,7 @@ func TestFooTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := whm.Webhooks(manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true, ValidatingConfigs: []string{"deployment-guard"}, CertDir: t.TempDir()})
+	srv, err := whm.Webhooks(t.Context(), manager.WebhookOptions{Addr: "127.0.0.1:0", LocalURL: true, ValidatingConfigs: []string{"deployment-guard"}, CertDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

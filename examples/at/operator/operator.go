@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return err
 	}
 	if opts.Webhooks != nil {
-		if err := setupWebhooks(mgr, *opts.Webhooks, opts); err != nil {
+		if err := setupWebhooks(ctx, mgr, *opts.Webhooks, opts); err != nil {
 			return err
 		}
 	}

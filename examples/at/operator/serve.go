@@ -1,6 +1,9 @@
 package operator
 
 import (
+	"context"
+	"time"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/loom-k8s/loom/manager"
@@ -22,6 +25,13 @@ const (
 //
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;update,resourceNames=at-validating-webhook-configuration;at-mutating-webhook-configuration
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;update,resourceNames=ats.cnat.programming-kubernetes.info
+//
+// Every replica signs its serving certificate with one CA, kept in the
+// Secret at-webhook-service-ca; the first replica creates it (a create
+// cannot be limited by name), and the leader rotates it:
+//
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,resourceNames=at-webhook-service-ca,namespace=at-system
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create,namespace=at-system
 
 // WebhookOptions configure the webhook server Run starts when
 // Options.Webhooks is set. The zero value is valid for a cluster.
@@ -33,15 +43,23 @@ type WebhookOptions struct {
 	CertDir string
 	// LocalURL points the webhook configurations and the CRD's conversion
 	// at https://<listening address> instead of the Service: for tests and
-	// local runs, where the API server reaches this process directly.
+	// local runs, where the API server reaches this process directly. The
+	// CA is then this process's own, in CertDir: run one replica.
 	LocalURL bool
+	// URL points them at this base URL instead of the Service (such as
+	// a proxy in front of several replicas). Default "".
+	URL string
+	// PropagationDelay is as in manager.WebhookOptions. Default one
+	// minute.
+	PropagationDelay time.Duration
 }
 
 // setupWebhooks serves the At's webhooks through the manager, with
 // certificates it makes, renews and injects into the webhook
 // configurations and the CRD.
-func setupWebhooks(mgr *manager.Manager, opts WebhookOptions, o Options) error {
-	srv, err := mgr.Webhooks(manager.WebhookOptions{Addr: opts.Addr, CertDir: opts.CertDir, LocalURL: opts.LocalURL,
+func setupWebhooks(ctx context.Context, mgr *manager.Manager, opts WebhookOptions, o Options) error {
+	srv, err := mgr.Webhooks(ctx, manager.WebhookOptions{Addr: opts.Addr, CertDir: opts.CertDir, LocalURL: opts.LocalURL,
+		URL: opts.URL, PropagationDelay: opts.PropagationDelay,
 		Service: WebhookNamespace + "/" + WebhookService, ValidatingConfigs: []string{ValidatingConfig},
 		MutatingConfigs: []string{MutatingConfig}, CRDs: []string{CRDName}})
 	if err != nil {
