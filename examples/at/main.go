@@ -4,8 +4,8 @@
 // Usage:
 //
 //	at [--kubeconfig F] [--context C] [--watch-namespace NS] [--install-crds]
-//	   [--leader-elect] [--health-addr :8081] [--metrics-addr :8080]
-//	   [--webhooks [--webhook-addr :9443] [--cert-dir D] [--webhook-local]] [-v]
+//	   [--leader-elect] [--health-addr :8081] [--metrics-addr :8443]
+//	   [--webhooks [--webhook-addr :9443] [--cert-dir D] [--webhook-local | --webhook-url U]] [-v]
 //	at demo [--kubeconfig F] [--in 5s] [--command "echo hello"]
 //
 // Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
@@ -44,6 +44,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// /metrics (--metrics-addr) is served over HTTPS to callers that the API
+// server authenticates and authorizes (get on the non-resource URL
+// /metrics), which takes these:
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -70,11 +77,12 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	install := fs.Bool("install-crds", false, "install (or update) the At CRD at start and wait until it is established (with --webhooks, the webhook configurations too)")
 	elect := fs.Bool("leader-elect", false, "campaign for the Lease at-system/at-operator before running, so replicas take over from each other")
 	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
-	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
+	metrics := fs.String("metrics-addr", "", "serve /metrics here over HTTPS, to callers the API server lets get /metrics, such as :8443")
 	hooks := fs.Bool("webhooks", false, "serve the validating, defaulting and conversion webhooks, with self-made certificates injected into config/'s webhook configurations and the CRD")
 	hookAddr := fs.String("webhook-addr", ":9443", "where the webhook server listens")
 	certDir := fs.String("cert-dir", "", "where the webhook certificates are kept (default $TMPDIR/at-webhook-certs)")
-	hookLocal := fs.Bool("webhook-local", false, "point the webhooks at https://<webhook-addr> instead of the Service, for an API server that reaches this process directly (local runs)")
+	hookLocal := fs.Bool("webhook-local", false, "point the webhooks at https://<webhook-addr> instead of the Service, for an API server that reaches this process directly (local runs; one replica)")
+	hookURL := fs.String("webhook-url", "", "point the webhooks at this base URL instead of the Service, such as a proxy in front of several replicas (https://host:port)")
 	verbose := fs.Bool("v", false, "log every reconcile")
 	traceTo := fs.String("trace-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC (plain) to this collector, such as localhost:4317")
 	annotate := fs.Bool("trace-annotations", false, "with --trace-endpoint: continue the trace stamped on an At by its writer (annotation loom.dev/traceparent), and stamp what a reconcile writes")
@@ -101,7 +109,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		opts.Tracing = tracing.Options{Provider: tp, Annotate: *annotate}
 	}
 	if *hooks {
-		opts.Webhooks = &operator.WebhookOptions{Addr: *hookAddr, CertDir: *certDir, LocalURL: *hookLocal}
+		opts.Webhooks = &operator.WebhookOptions{Addr: *hookAddr, CertDir: *certDir, LocalURL: *hookLocal, URL: *hookURL}
 	}
 	if *elect {
 		opts.LeaderElection = manager.LeaderElection{Enabled: true, Namespace: "at-system", Name: "at-operator"}

@@ -8,7 +8,7 @@
 //
 //	foo [--kubeconfig F] [--context C] [--watch-namespace NS] [--install-crds]
 //	    [--leader-elect | --shard-ring NAME [--shard-identity ID]]
-//	    [--health-addr :8081] [--metrics-addr :8080] [-v]
+//	    [--health-addr :8081] [--metrics-addr :8443] [-v]
 //	    [--trace-endpoint HOST:PORT [--trace-annotations]]
 //
 // Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
@@ -38,6 +38,13 @@ import (
 	"github.com/loom-k8s/loom/tracing"
 )
 
+// /metrics (--metrics-addr) is served over HTTPS to callers that the API
+// server authenticates and authorizes (get on the non-resource URL
+// /metrics), which takes these:
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr)
@@ -59,7 +66,7 @@ func run(ctx context.Context, args []string, errOut io.Writer) error {
 	ring := fs.String("shard-ring", "", "run as one replica of this sharded ring (Leases in foo-system): the replicas split the Foos among them")
 	identity := fs.String("shard-identity", "", "with --shard-ring: this replica's name in the ring (default: host name and a random suffix)")
 	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
-	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
+	metrics := fs.String("metrics-addr", "", "serve /metrics here over HTTPS, to callers the API server lets get /metrics, such as :8443")
 	verbose := fs.Bool("v", false, "log every reconcile")
 	traceTo := fs.String("trace-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC (plain) to this collector, such as localhost:4317")
 	annotate := fs.Bool("trace-annotations", false, "with --trace-endpoint: stamp the Deployments a reconcile writes with its trace (annotation loom.dev/traceparent), so the next controller can continue it")

@@ -6,7 +6,7 @@
 // Usage:
 //
 //	ingress [--kubeconfig F] [--context C] [--watch-namespace NS]
-//	        [--leader-elect] [--health-addr :8081] [--metrics-addr :8080] [-v]
+//	        [--leader-elect] [--health-addr :8081] [--metrics-addr :8443] [-v]
 //
 // Without a kubeconfig (no --kubeconfig, no $KUBECONFIG, no ~/.kube/config)
 // it uses the in-cluster service account, as in the Deployment under
@@ -29,6 +29,13 @@ import (
 	"github.com/loom-k8s/loom/manager"
 )
 
+// /metrics (--metrics-addr) is served over HTTPS to callers that the API
+// server authenticates and authorizes (get on the non-resource URL
+// /metrics), which takes these:
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr)
@@ -47,7 +54,7 @@ func run(ctx context.Context, args []string, errOut io.Writer) error {
 	ns := fs.String("watch-namespace", "", "only handle Services in this namespace (default: all)")
 	elect := fs.Bool("leader-elect", false, "campaign for the Lease ingress-system/ingress-operator before running, so replicas take over from each other")
 	health := fs.String("health-addr", "", "serve /healthz and /readyz here, such as :8081")
-	metrics := fs.String("metrics-addr", "", "serve /metrics here, such as :8080")
+	metrics := fs.String("metrics-addr", "", "serve /metrics here over HTTPS, to callers the API server lets get /metrics, such as :8443")
 	verbose := fs.Bool("v", false, "log every reconcile")
 	if err := fs.Parse(args); err != nil {
 		return err
