@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools examples/custom-apiserver tools/helmcheck
 
-.PHONY: all assets build generate check-generate test vet demo chaos bench-recovery bench-sharding clean
+.PHONY: all assets build generate check-generate test vet fuzz demo chaos bench-recovery bench-sharding clean
 
 all: build
 
@@ -50,6 +50,17 @@ test: assets vet check-generate
 	@# bench/metrics reads kubebuilder's Grafana dashboards from the module cache.
 	@cd bench && $(GO) mod download sigs.k8s.io/kubebuilder/v4@v4.16.0
 	@bash tools/each-module.sh "$(TEST_MODULES)" $(GO) test -race -count=1 ./...
+
+## fuzz: run every fuzz target of the core module (tools/fuzz.sh), one at a
+## time, for FUZZTIME each (default 2m: over 30 minutes in all) with
+## FUZZPARALLEL workers (default 2); prints the executions each reached.
+## A crasher stays in its package's testdata/fuzz/ as a regression input,
+## and fails the run once every target has run. make test replays the
+## corpora.
+FUZZTIME ?= 2m
+FUZZPARALLEL ?= 2
+fuzz:
+	@FUZZTIME=$(FUZZTIME) FUZZPARALLEL=$(FUZZPARALLEL) GO=$(GO) bash tools/fuzz.sh
 
 ## demo: the At operator on a local cluster (examples/at/demo.sh): brings up
 ## `loom dev` (controllers, scheduler, one fake node), runs the operator in

@@ -21,7 +21,71 @@ import (
 var (
 	ErrTruncated = errors.New("protodec: truncated message")
 	ErrVarint    = errors.New("protodec: malformed varint")
+	// ErrTooDeep is matched (errors.Is) by the *DepthError returned for a
+	// message nested more than MaxDepth levels deep.
+	ErrTooDeep = errors.New("protodec: message nested too deeply")
 )
+
+// MaxDepth is how many levels of nested messages a decode accepts, the
+// top-level message included; a deeper one fails with a *DepthError.
+// Without a limit, a message of a recursive type nested deeply enough
+// grows the goroutine's stack past the runtime's 1 GB, a fatal error
+// that no recover catches: with 1 to 4 KiB of stack a level, a message
+// of about 1.5 MiB that nests a repeated field 400,000 levels deep does.
+//
+// The types of k8s.io/api nest at most 14 levels (a CronJobList's pod
+// template; difftest's TestAPITypesDepth), but recursive types have no
+// static bound: a CRD's apiextensions.k8s.io/v1 JSONSchemaProps takes
+// one to three levels for each level of its schema, and the API server
+// sets no limit on a schema's depth but its JSON decoder's 10,000. The
+// limit is therefore 10,000 too, which is also the default recursion
+// limit of google.golang.org/protobuf; a decode at the limit uses some
+// 8 to 32 MiB of stack.
+//
+// A part of a message taken from the table (intern.Options.Share) is
+// not decoded again and so adds no depth: a message deeper than the
+// limit can decode when its deep parts were decoded before at a
+// shallower place.
+const MaxDepth = 10000
+
+// DepthError reports a message nested more than Limit levels deep. It
+// matches ErrTooDeep.
+type DepthError struct {
+	Limit int
+	// inner holds the names of the fields leading to the message that
+	// was one too deep, innermost first.
+	inner []string
+}
+
+// Path returns the names of the fields from the top-level message down to
+// the message that was one level too deep, outermost first.
+func (e *DepthError) Path() []string {
+	p := slices.Clone(e.inner)
+	slices.Reverse(p)
+	return p
+}
+
+func (e *DepthError) Error() string {
+	p := e.Path()
+	const show = 8
+	path := strings.Join(p, ".")
+	if len(p) > 2*show {
+		path = strings.Join(p[:show], ".") + fmt.Sprintf(" …(%d more)… ", len(p)-2*show) + strings.Join(p[len(p)-show:], ".")
+	}
+	return fmt.Sprintf("protodec: message nested more than %d levels deep, at %s", e.Limit, path)
+}
+
+// Is makes errors.Is(err, ErrTooDeep) true.
+func (e *DepthError) Is(target error) bool { return target == ErrTooDeep }
+
+// inField adds the name of f, the field of the enclosing message whose
+// value failed with err, to err's path when err is a *DepthError.
+func inField(err error, f *field) error {
+	if de, ok := err.(*DepthError); ok {
+		de.inner = append(de.inner, f.name)
+	}
+	return err
+}
 
 type unmarshaler interface{ Unmarshal([]byte) error }
 
@@ -49,6 +113,7 @@ const (
 )
 
 type field struct {
+	name   string // the protobuf tag's name, for errors
 	kind   kind
 	off    uintptr
 	typ    reflect.Type // the Go type of the field
@@ -150,7 +215,12 @@ func build(t reflect.Type, building map[reflect.Type]*plan) *plan {
 			p.failed = fmt.Errorf("protodec: %v.%s: bad field number in %q", t, sf.Name, tag)
 			return p
 		}
-		f := &field{off: sf.Offset, typ: sf.Type}
+		f := &field{name: sf.Name, off: sf.Offset, typ: sf.Type}
+		for _, part := range parts[3:] {
+			if n, ok := strings.CutPrefix(part, "name="); ok {
+				f.name = n
+			}
+		}
 		if err := f.setup(sf.Type, parts[0], parts[2] == "rep", building); err != nil {
 			p.failed = fmt.Errorf("protodec: %v.%s: %w", t, sf.Name, err)
 			return p
@@ -306,7 +376,13 @@ func Unmarshal(data []byte, v any) error {
 
 // UnmarshalWith is [Unmarshal] with options.
 func UnmarshalWith(data []byte, v any, o intern.Options) error {
-	_, _, err := unmarshalStats(data, v, o)
+	return unmarshalWithLimit(data, v, o, MaxDepth)
+}
+
+// unmarshalWithLimit is UnmarshalWith with limit levels of nesting in
+// place of MaxDepth (tests).
+func unmarshalWithLimit(data []byte, v any, o intern.Options, limit int) error {
+	_, _, err := unmarshalLimit(data, v, o, limit)
 	if errors.Is(err, errUnshare) {
 		// A field came twice, and its first value was shared: protobuf
 		// merges the second into the first, which must not change a
@@ -314,7 +390,7 @@ func UnmarshalWith(data []byte, v any, o intern.Options) error {
 		// one without sharing structures.
 		reflect.ValueOf(v).Elem().SetZero()
 		o.Structs = false
-		_, _, err = unmarshalStats(data, v, o)
+		_, _, err = unmarshalLimit(data, v, o, limit)
 	}
 	return err
 }
@@ -328,6 +404,12 @@ func unmarshal(data []byte, v any) (int, error) {
 // unmarshalStats is Unmarshal that also reports how many string blocks it
 // made and their total size.
 func unmarshalStats(data []byte, v any, o intern.Options) (blocks, bytes int, _ error) {
+	return unmarshalLimit(data, v, o, MaxDepth)
+}
+
+// unmarshalLimit is unmarshalStats with limit levels of nesting in place
+// of MaxDepth.
+func unmarshalLimit(data []byte, v any, o intern.Options, limit int) (blocks, bytes int, _ error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return 0, 0, fmt.Errorf("protodec: need a non-nil pointer, got %T", v)
@@ -336,7 +418,7 @@ func unmarshalStats(data []byte, v any, o intern.Options) (blocks, bytes int, _ 
 	if p.failed != nil {
 		return 0, 0, p.failed
 	}
-	d := decoder{data: data, root: p, opts: o, sizer: o.Sizer}
+	d := decoder{data: data, root: p, opts: o, sizer: o.Sizer, maxDepth: limit}
 	if o.Prior != nil && o.Structs && o.Share != nil {
 		if pv := reflect.ValueOf(o.Prior); pv.Type() == rv.Type() && !pv.IsNil() {
 			d.prior = pv.UnsafePointer()
@@ -381,6 +463,11 @@ type decoder struct {
 	// decoder hands it to its items.
 	sizer *intern.Sizer
 	items bool // items of a top-level list were decoded by decoders of their own
+
+	// depth is how many messages are being decoded, one inside the
+	// other, the top-level one included; at most maxDepth. A decoder
+	// for a part (child, an item of a list) starts at its parent's.
+	depth, maxDepth int
 
 	// Scratch space for map entries with non-string values: the map
 	// copies key and value on insert.
@@ -576,7 +663,21 @@ func countRun(b []byte, num uint64) int {
 	return max(n, 1)
 }
 
+// message decodes the message b, of plan p, into base, one level deeper
+// than the caller.
 func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
+	if d.depth >= d.maxDepth {
+		return &DepthError{Limit: d.maxDepth}
+	}
+	d.depth++
+	err := d.fields(p, b, base)
+	d.depth--
+	return err
+}
+
+// fields decodes the fields of the message b into base (see message).
+// The error of a field's value names the field when it is a *DepthError.
+func (d *decoder) fields(p *plan, b []byte, base unsafe.Pointer) error {
 	prior := d.prior
 	d.prior = nil
 	for len(b) > 0 {
@@ -601,7 +702,7 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 		if d.opts.Share != nil && wt == 2 {
 			n, err := d.shared(p, num, f, fp, pf, data, start, len(start)-len(b))
 			if err != nil {
-				return err
+				return inField(err, f)
 			}
 			if n > 0 {
 				b = start[n:]
@@ -619,11 +720,11 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 				return errUnshare // more entries for a map taken from the table
 			}
 			if err := d.mapEntry(f, fp, data); err != nil {
-				return err
+				return inField(err, f)
 			}
 		case f.rep:
 			if err := d.repeated(p, num, f, fp, pf, wt, val, data, start); err != nil {
-				return err
+				return inField(err, f)
 			}
 		default:
 			ep := fp
@@ -655,7 +756,7 @@ func (d *decoder) message(p *plan, b []byte, base unsafe.Pointer) error {
 			err := d.value(p, num, f, ep, wt, val, data)
 			d.prior = nil
 			if err != nil {
-				return err
+				return inField(err, f)
 			}
 		}
 	}
@@ -801,7 +902,7 @@ func (d *decoder) repeated(p *plan, num uint64, f *field, fp, pf unsafe.Pointer,
 		// Each element of a top-level repeated message (the Items of a
 		// list) gets string blocks of its own, so that keeping one item
 		// does not keep other items' strings alive.
-		sub := decoder{data: data, root: d.root, opts: d.opts, sizer: d.sizer}
+		sub := decoder{data: data, root: d.root, opts: d.opts, sizer: d.sizer, depth: d.depth, maxDepth: d.maxDepth}
 		err := sub.message(f.sub, data, ep)
 		d.arenas += sub.arenas
 		d.arenaBytes += sub.arenaBytes

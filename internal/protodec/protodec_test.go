@@ -1,6 +1,7 @@
 package protodec
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -69,6 +70,24 @@ func FuzzDifferential(f *testing.F) {
 		errGot := Unmarshal(data, &got)
 		if errWant == nil && errGot == nil && !reflect.DeepEqual(&want, &got) {
 			t.Fatalf("decoders differ\nwant %+v\n got %+v", want, got)
+		}
+		// At a depth limit below a Pod's most (14 levels, see
+		// difftest's TestAPITypesDepth), the same result or ErrTooDeep;
+		// at 14, always the same result.
+		for _, limit := range []int{1 + len(data)%13, 14} {
+			var lim corev1.Pod
+			errLim := unmarshalWithLimit(data, &lim, intern.Options{}, limit)
+			switch {
+			case errGot != nil:
+				if errLim == nil {
+					t.Fatalf("limit %d: decoded what fails without a limit (%v)", limit, errGot)
+				}
+			case errors.Is(errLim, ErrTooDeep) && limit < 14:
+			case errLim != nil:
+				t.Fatalf("limit %d: %v", limit, errLim)
+			case !reflect.DeepEqual(&got, &lim):
+				t.Fatalf("limit %d: decoded differently\nwant %+v\n got %+v", limit, got, lim)
+			}
 		}
 	})
 }

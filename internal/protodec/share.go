@@ -254,7 +254,7 @@ type localPart struct {
 // strings of the object it was first decoded for alive, sized by what
 // f's earlier values kept.
 func (d *decoder) child(data []byte, f *field) decoder {
-	return decoder{data: data, root: d.root, opts: d.opts, sizer: d.opts.FieldSizer(f.stat)}
+	return decoder{data: data, root: d.root, opts: d.opts, sizer: d.opts.FieldSizer(f.stat), depth: d.depth, maxDepth: d.maxDepth}
 }
 
 // runEnd returns how many consecutive fields numbered num start b, and
