@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	certDir := fs.String("cert-dir", "", "where the webhook certificates are kept (default $TMPDIR/at-webhook-certs)")
 	hookLocal := fs.Bool("webhook-local", false, "point the webhooks at https://<webhook-addr> instead of the Service, for an API server that reaches this process directly (local runs; one replica)")
 	hookURL := fs.String("webhook-url", "", "point the webhooks at this base URL instead of the Service, such as a proxy in front of several replicas (https://host:port)")
+	caDelay := fs.Duration("ca-propagation-delay", time.Minute, "how long a new CA bundle is given to reach the API server before the new CA signs, and a new signer to reach every replica before the old CA leaves the bundle")
 	verbose := fs.Bool("v", false, "log every reconcile")
 	traceTo := fs.String("trace-endpoint", "", "send OpenTelemetry traces over OTLP/gRPC (plain) to this collector, such as localhost:4317")
 	annotate := fs.Bool("trace-annotations", false, "with --trace-endpoint: continue the trace stamped on an At by its writer (annotation loom.dev/traceparent), and stamp what a reconcile writes")
@@ -109,7 +110,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		opts.Tracing = tracing.Options{Provider: tp, Annotate: *annotate}
 	}
 	if *hooks {
-		opts.Webhooks = &operator.WebhookOptions{Addr: *hookAddr, CertDir: *certDir, LocalURL: *hookLocal, URL: *hookURL}
+		opts.Webhooks = &operator.WebhookOptions{Addr: *hookAddr, CertDir: *certDir, LocalURL: *hookLocal, URL: *hookURL, PropagationDelay: *caDelay}
 	}
 	if *elect {
 		opts.LeaderElection = manager.LeaderElection{Enabled: true, Namespace: "at-system", Name: "at-operator"}
