@@ -93,6 +93,15 @@ type ServerOptions struct {
 	// The file is read again when it changes, at most once per
 	// ReloadInterval. Default "": no client certificate is asked for.
 	ClientCAFile string
+	// DrainPeriod is how long, once Start's context ends, the server goes
+	// on serving while it sends each caller away: every response closes
+	// its connection ("Connection: close"), so a caller that holds a
+	// kept-alive connection to this replica opens its next one elsewhere
+	// instead of racing the close of an idle connection (which fails the
+	// call: kube-apiserver does not retry a webhook call that met EOF).
+	// The drain ends early once no connection is open. Default 5 s;
+	// negative means none.
+	DrainPeriod time.Duration
 	// ShutdownTimeout bounds the wait for requests in flight when Start's
 	// context ends. Default 10 s.
 	ShutdownTimeout time.Duration
@@ -144,6 +153,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if opts.MinTLSVersion < tls.VersionTLS12 {
 		return nil, fmt.Errorf("webhook: MinTLSVersion %#x is older than TLS 1.2", opts.MinTLSVersion)
+	}
+	if opts.DrainPeriod == 0 {
+		opts.DrainPeriod = 5 * time.Second
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 10 * time.Second
@@ -273,7 +285,22 @@ func (s *Server) Start(ctx context.Context) error {
 			return c, nil
 		}
 	}
-	srv := httpserver.New(s.mux, s.log, tlsCfg)
+	var draining atomic.Bool
+	var open atomic.Int64
+	srv := httpserver.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		s.mux.ServeHTTP(w, r)
+	}), s.log, tlsCfg)
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	s.log.Info("webhook server listening", "addr", ln.Addr().String())
@@ -281,6 +308,10 @@ func (s *Server) Start(ctx context.Context) error {
 	case err := <-errc:
 		return fmt.Errorf("webhook: serve: %w", err)
 	case <-ctx.Done():
+	}
+	if s.opts.DrainPeriod > 0 {
+		draining.Store(true)
+		s.drain(&open)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
@@ -290,6 +321,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("webhook: shutdown: %w", err)
 	}
 	return nil
+}
+
+// drain waits until no connection is open, for up to DrainPeriod.
+func (s *Server) drain(open *atomic.Int64) {
+	end := time.Now().Add(s.opts.DrainPeriod)
+	for open.Load() > 0 && time.Now().Before(end) {
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // observe wraps h to count and time requests.
