@@ -33,7 +33,7 @@ const (
 
 // Defaults of CertOptions.
 const (
-	DefaultCAValidity       = 10 * 365 * 24 * time.Hour
+	DefaultCAValidity       = 365 * 24 * time.Hour
 	DefaultCertValidity     = 90 * 24 * time.Hour
 	DefaultPropagationDelay = time.Minute
 )
@@ -130,7 +130,9 @@ type CertOptions struct {
 	// itself. DNSNames and IPs, if set, must be covered by the leaf.
 	ServingCert, ServingKey []byte
 
-	// CAValidity is the lifetime of a generated CA. Default 10 years.
+	// CAValidity is the lifetime of a generated CA. Default one year: it
+	// is renewed 120 days before it expires (with the other defaults), so
+	// a CA key that leaked stops being trusted within a year.
 	CAValidity time.Duration
 	// CertValidity is the lifetime of a generated serving certificate
 	// (cut short if its CA expires sooner). Default 90 days.
