@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools examples/custom-apiserver tools/helmcheck
 
-.PHONY: all assets build generate check-generate test vet fuzz demo chaos bench-recovery bench-sharding clean
+.PHONY: all assets build generate check-generate test vet fuzz ha-webhooks demo chaos bench-recovery bench-sharding clean
 
 all: build
 
@@ -61,6 +61,13 @@ FUZZTIME ?= 2m
 FUZZPARALLEL ?= 2
 fuzz:
 	@FUZZTIME=$(FUZZTIME) FUZZPARALLEL=$(FUZZPARALLEL) GO=$(GO) bash tools/fuzz.sh
+
+## ha-webhooks: the At operator's webhooks on three replicas (OS processes
+## behind a round-robin proxy), each restarted in turn and one CA rotation
+## forced during 3,000 creates and conversions; no call may fail
+## (examples/at TestWebhooksOnThreeReplicas; make test runs 300).
+ha-webhooks: assets
+	cd examples/at && LOOM_HA_CREATES=3000 $(GO) test -race -count=1 -v -run '^TestWebhooksOnThreeReplicas$$' -timeout 30m .
 
 ## demo: the At operator on a local cluster (examples/at/demo.sh): brings up
 ## `loom dev` (controllers, scheduler, one fake node), runs the operator in
