@@ -120,7 +120,7 @@ for t in "${targets[@]}"; do
 	total=$((total + execs))
 	# go writes a crasher to testdata/fuzz/<name>/<hash> of the package
 	# and says so; the file stays as a regression input.
-	crasher=$(sed -n 's/^Failing input written to //p' "$log" | tail -n 1)
+	crasher=$(sed -n 's/^[[:space:]]*Failing input written to //p' "$log" | tail -n 1)
 	if ((rc == 0)); then
 		ok=$((ok + 1))
 		printf '  ok       %-48s %-28s %12d execs  %4ds\n' "$pkg" "$name" "$execs" "$took"

@@ -42,10 +42,10 @@ var (
 // limit of google.golang.org/protobuf; a decode at the limit uses some
 // 8 to 32 MiB of stack.
 //
-// A part of a message taken from the table (intern.Options.Share) is
-// not decoded again and so adds no depth: a message deeper than the
-// limit can decode when its deep parts were decoded before at a
-// shallower place.
+// With sharing (intern.Options.Share), a part of a message taken from
+// the table, or met before in the same object, is not decoded again and
+// so adds no depth (nor stack): a message deeper than the limit decodes
+// when its deep parts were decoded before at a shallower place.
 const MaxDepth = 10000
 
 // DepthError reports a message nested more than Limit levels deep. It
