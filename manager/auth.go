@@ -147,7 +147,7 @@ func (a *authFilter) decide(r *http.Request) int {
 	}
 	code, err := a.review(r.Context(), token, verb, path)
 	if err != nil {
-		a.log.Error("authenticating a request", "path", path, "err", err)
+		a.log.Error("asking the API server about a caller", "path", path, "err", err)
 		return http.StatusInternalServerError
 	}
 	ttl := a.deniedTTL
