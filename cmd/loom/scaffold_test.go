@@ -20,6 +20,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/loom-k8s/loom/testenv"
@@ -588,5 +591,92 @@ func TestScaffoldPlural(t *testing.T) {
 		if !strings.Contains(string(ctrl), "resources="+plural+",") {
 			t.Errorf("%s.go's RBAC markers do not name %s", lower, plural)
 		}
+	}
+}
+
+// config/ serves /metrics as kubebuilder's projects do: HTTPS on 8443 behind
+// the metrics Service, a role that lets the operator ask the API server
+// about callers, and a reader ClusterRole for scrapers. The NetworkPolicy
+// and the ServiceMonitor build on their own and are not in the default
+// kustomization.
+func TestScaffoldMetricsConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := runInit(context.Background(), []string{"--domain", "example.com", "--repo", "example.com/op", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "config")
+	objs := kustomizeObjects(t, config)
+
+	var d appsv1.Deployment
+	decode(t, objs, "Deployment op", &d)
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("the manager's args %v lack %s", c.Args, want)
+		}
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" && p.ContainerPort == 8443 }) {
+		t.Errorf("the manager's ports %+v: want metrics on 8443", c.Ports)
+	}
+	var svc corev1.Service
+	decode(t, objs, "Service op-metrics", &svc)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https" || svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("the metrics Service's ports %+v: want https 8443 to the manager's metrics port", svc.Spec.Ports)
+	}
+
+	var reader rbacv1.ClusterRole
+	decode(t, objs, "ClusterRole op-metrics-reader", &reader)
+	if len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("the metrics reader's rules %+v: want get on /metrics", reader.Rules)
+	}
+	var role rbacv1.ClusterRole
+	decode(t, objs, "ClusterRole op", &role)
+	for _, want := range []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	} {
+		if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Equal(r.APIGroups, want.APIGroups) && slices.Equal(r.Resources, want.Resources) && slices.Equal(r.Verbs, want.Verbs)
+		}) {
+			t.Errorf("the operator's ClusterRole lacks create on %s: %+v", want.Resources[0], role.Rules)
+		}
+	}
+	mainGo, err := os.ReadFile(filepath.Join(dir, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, marker := range []string{
+		"+kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create\n",
+		"+kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create\n",
+	} {
+		if !strings.Contains(string(mainGo), marker) {
+			t.Errorf("main.go has no marker %s (make generate would drop the rule from role.yaml)", strings.TrimSpace(marker))
+		}
+	}
+
+	for key := range objs {
+		if strings.HasPrefix(key, "NetworkPolicy ") || strings.HasPrefix(key, "ServiceMonitor ") {
+			t.Errorf("config/ applies %s by default", key)
+		}
+	}
+	var np networkingv1.NetworkPolicy
+	decode(t, kustomizeObjects(t, filepath.Join(config, "network-policy")), "NetworkPolicy op-allow-metrics-traffic", &np)
+	if np.Namespace != "op-system" || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "op" ||
+		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 8443 {
+		t.Errorf("the NetworkPolicy: %+v", np)
+	}
+	var sm struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Endpoints []struct {
+				Port, Scheme string
+			} `json:"endpoints"`
+			Selector metav1.LabelSelector `json:"selector"`
+		} `json:"spec"`
+	}
+	decode(t, kustomizeObjects(t, filepath.Join(config, "prometheus")), "ServiceMonitor op-metrics-monitor", &sm)
+	if sm.Metadata.Namespace != "op-system" || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "https" || sm.Spec.Endpoints[0].Scheme != "https" ||
+		sm.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != svc.Labels["app.kubernetes.io/name"] {
+		t.Errorf("the ServiceMonitor: %+v; want the metrics Service's https port", sm)
 	}
 }
