@@ -132,13 +132,15 @@ for t in "${targets[@]}"; do
 	took=$((SECONDS - t0))
 	execs=$(grep -oE 'fuzz: elapsed: [^,]*, execs: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+$')
 	execs=${execs:-0}
+	note=
+	grep -q 'now fuzzing with' "$log" || note="  (FUZZTIME ended during the corpus's baseline coverage: no new input tried)"
 	total=$((total + execs))
 	# go writes a crasher to testdata/fuzz/<name>/<hash> of the package
 	# and says so; the file stays as a regression input.
 	crasher=$(sed -n 's/^[[:space:]]*Failing input written to //p' "$log" | tail -n 1)
 	if ((rc == 0)); then
 		ok=$((ok + 1))
-		printf '  ok       %-48s %-28s %12d execs  %4ds\n' "$pkg" "$name" "$execs" "$took"
+		printf '  ok       %-48s %-28s %12d execs  %4ds%s\n' "$pkg" "$name" "$execs" "$took" "$note"
 	elif [[ -z $crasher ]] && deadlineRace "$log" "$name"; then
 		# Go 1.26's coordinator can report its own -fuzztime deadline as
 		# the target's failure (go.dev/issue/75804, fixed in Go 1.27):
