@@ -39,9 +39,9 @@ import (
 // stands in for the Service (the webhook configurations and the CRD's
 // conversion point at it). It drives creates, each read back in the other
 // version (a conversion), while every replica is restarted in turn and one
-// CA rotation is forced. No call may fail at the callers, and the API
-// server may count no admission webhook rejection; its count of failed
-// conversion requests (which include its own watches') is logged.
+// CA rotation is forced. No call may fail, at the callers or in the API
+// server's own counts of admission webhook rejections and failed
+// conversion requests.
 //
 // LOOM_HA_CREATES sets the number of creates (default 300; make
 // ha-webhooks runs 3,000).
@@ -125,7 +125,20 @@ func TestWebhooksOnThreeReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	firstCA := pki.DecodeCerts(sec.Data[webhook.SharedCACertKey])[0]
+	// Until the leader first injects the proxy's URL, the CRD points at
+	// the Service, which no one serves here; kube-apiserver's watch cache
+	// keeps retrying conversions through that configuration for a moment
+	// after it changed. Count from when its failures have stopped.
 	before := webhookFailures(t, rc)
+	for quiet := 0; quiet < 3; {
+		time.Sleep(time.Second)
+		now := webhookFailures(t, rc)
+		quiet++
+		if now.ConversionFailures != before.ConversionFailures {
+			quiet = 0
+		}
+		before = now
+	}
 
 	// The callers: four workers create Ats and read each back as
 	// v1beta1, until every create is done and the disruptions are over.
@@ -207,14 +220,8 @@ func TestWebhooksOnThreeReplicas(t *testing.T) {
 	if failed.Load() > 0 {
 		t.Errorf("%d calls failed; first: %s", failed.Load(), strings.Join(firstErrs, "; "))
 	}
-	if after.Rejections != before.Rejections {
-		t.Errorf("the API server counted admission webhook failures: %s before, %s after", before, after)
-	}
-	// Not yet required: the API server also converts for its own watch
-	// cache and the replicas' watches, and a few of those conversions
-	// fail while a replica restarts; no caller's request fails with them.
-	if f := after.ConversionFailures - before.ConversionFailures; f > 0 {
-		t.Logf("the API server counted %.0f failed conversion requests (none reached a caller)", f)
+	if after.Rejections != before.Rejections || after.ConversionFailures != before.ConversionFailures {
+		t.Errorf("the API server counted webhook failures: %s before, %s after", before, after)
 	}
 	// The counts are read at all: every read as v1beta1 was a conversion.
 	if after.Conversions-before.Conversions < float64(done.Load()) {
