@@ -45,4 +45,11 @@
 // ValidatingWebhookConfigurations, MutatingWebhookConfigurations and CRD
 // conversion stanzas, and can point them at a URL (for a webhook the API
 // server reaches on 127.0.0.1, as in tests).
+//
+// Several replicas share one CA through SharedCA: it keeps the CA in a
+// Secret, every replica signs its serving certificate with it (Certs made
+// with CertOptions.CA, kept current by Certs.SetCA), and only the leader
+// publishes the bundle and rotates the CA, so a call that reaches any
+// replica verifies against the one caBundle. manager.Manager.Webhooks wires
+// all of this in one call.
 package webhook

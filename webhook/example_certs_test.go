@@ -84,3 +84,37 @@ func ExampleInjector() {
 		log.Fatal(err)
 	}
 }
+
+// SharedCA gives every replica of a webhook the same CA, kept in a Secret:
+// each replica loads it, signs its own serving certificate with it, and
+// follows its changes; the leader alone publishes it and rotates it.
+// (manager.Manager.Webhooks does all of this for an operator.)
+func ExampleSharedCA() {
+	cfg, err := config.Load(config.LoadOptions{InClusterFallback: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	shared, err := webhook.NewSharedCA(webhook.SharedCAOptions{REST: rc, Namespace: "at-system", Name: "at-webhook-ca"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ca, err := shared.Load(ctx) // creates the Secret, or reads the CA in it
+	if err != nil {
+		log.Fatal(err)
+	}
+	certs, err := webhook.NewCerts(webhook.CertOptions{Dir: "/tmp/at-certs", DNSNames: []string{"at-webhook.at-system.svc"}, CA: ca})
+	if err != nil {
+		log.Fatal(err)
+	}
+	shared.Follow(certs)
+	inj := &webhook.Injector{REST: rc, ValidatingConfigs: []string{"at-validating-webhook-configuration"}}
+	shared.OnRotate(inj.Inject)
+	go func() { _ = certs.Start(ctx) }()
+	go func() { _ = shared.Start(ctx) }() // every replica
+	_ = shared.Lead(ctx)                  // the leader only
+}
