@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"reflect"
 	"slices"
@@ -183,6 +184,17 @@ type Informer[T client.Object] struct {
 	// that an inline handler has seen a change before any handler with
 	// a goroutine of its own can. Only the popping goroutine uses it.
 	pending []pendingCall[T]
+
+	// processed counts the pops the popping goroutine has processed, and
+	// delivered those whose notifications it has delivered since (set
+	// after deliverPending). follow waits for delivered to catch up, so
+	// that Relist and Narrow return after the inline handlers heard of
+	// the change. deliveredMu guards delivered and deliveredWake, which
+	// is closed and replaced each time delivered moves.
+	processed     atomic.Uint64 // only the popping goroutine adds
+	deliveredMu   sync.Mutex
+	delivered     uint64
+	deliveredWake chan struct{}
 }
 
 // pendingCall is one notification to deliver to a handler.
@@ -343,7 +355,7 @@ func (i *Informer[T]) follow(ctx context.Context, what string, ask func() <-chan
 	if state == stateStopped {
 		return fmt.Errorf("cache: informer %s: %s: %w", i.name, what, ErrStopped)
 	}
-	for _, wait := range []func() <-chan struct{}{ask, i.fifo.popped} {
+	for _, wait := range []func() <-chan struct{}{ask, i.fifo.popped, i.deliveredUpTo} {
 		select {
 		case <-wait():
 		case <-ctx.Done():
@@ -356,6 +368,45 @@ func (i *Informer[T]) follow(ctx context.Context, what string, ask func() <-chan
 	// their room now rather than keep up to a third more.
 	i.store.compact()
 	return nil
+}
+
+// deliveredUpTo returns a channel that is closed once the notifications of
+// every pop processed so far have been delivered to the handlers (the
+// inline ones called, the others queued).
+func (i *Informer[T]) deliveredUpTo() <-chan struct{} {
+	want := i.processed.Load()
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		i.deliveredMu.Lock()
+		defer i.deliveredMu.Unlock()
+		for i.delivered < want {
+			if i.deliveredWake == nil {
+				i.deliveredWake = make(chan struct{})
+			}
+			wake := i.deliveredWake
+			i.deliveredMu.Unlock()
+			<-wake
+			i.deliveredMu.Lock()
+		}
+	}()
+	return ch
+}
+
+// noteDelivered records that the popping goroutine has delivered the
+// notifications of every pop it processed; last, that it has stopped (no
+// one waits for it any more).
+func (i *Informer[T]) noteDelivered(last bool) {
+	i.deliveredMu.Lock()
+	defer i.deliveredMu.Unlock()
+	i.delivered = i.processed.Load()
+	if last {
+		i.delivered = math.MaxUint64
+	}
+	if i.deliveredWake != nil {
+		close(i.deliveredWake)
+		i.deliveredWake = nil
+	}
 }
 
 // Narrow is Relist for a selector that only narrowed: keep tells whether
@@ -462,9 +513,11 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 // popLoop pops deltas until ctx ends, applying them to the cache and
 // queueing notifications.
 func (i *Informer[T]) popLoop(ctx context.Context) {
+	defer i.noteDelivered(true)
 	for ctx.Err() == nil {
 		err := i.fifo.Pop(ctx, i.process)
 		i.deliverPending()
+		i.noteDelivered(false)
 		var perr *ProcessError
 		switch {
 		case err == nil:
@@ -533,6 +586,7 @@ func (i *Informer[T]) checkSynced() {
 // process applies one key's deltas to the cache and queues the
 // notifications. It runs inside DeltaFIFO.Pop, with the queue locked.
 func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
+	i.processed.Add(1)
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	var errs []error
