@@ -36,7 +36,7 @@ const (
 	// that signs the replicas' serving certificates.
 	SharedCASignerAnnotation = "webhook.loom.dev/signer"
 	// SharedCASignerSinceAnnotation holds when that CA began to sign
-	// (RFC 3339).
+	// (RFC 3339, with fractions of a second).
 	SharedCASignerSinceAnnotation = "webhook.loom.dev/signer-since"
 	// SharedCAPublishedAnnotation holds the SHA-256 of the bundle the
 	// leader last published, a space, and when (RFC 3339).
@@ -411,7 +411,7 @@ func (s *SharedCA) leadStep(ctx context.Context, lastPublish time.Time) (next, p
 		return time.Time{}, time.Time{}, err
 	}
 	if pl.Publish {
-		mark := bundleSum(bundle) + " " + now.UTC().Format(time.RFC3339)
+		mark := bundleSum(bundle) + " " + now.UTC().Format(time.RFC3339Nano)
 		_, err := s.secrets.Mutate(ctx, s.opts.Name, func(cur *corev1.Secret) error {
 			if !bytes.Equal(cur.Data[SharedCACertKey], bundle) {
 				return fmt.Errorf("%w: the bundle changed while it was published", ErrSharedCA)
@@ -516,7 +516,7 @@ func writeShared(sec *corev1.Secret, cas []*pki.CA, signer int, since time.Time)
 		sec.Annotations = map[string]string{}
 	}
 	sec.Annotations[SharedCASignerAnnotation] = cas[signer].Cert.SerialNumber.Text(16)
-	sec.Annotations[SharedCASignerSinceAnnotation] = since.UTC().Format(time.RFC3339)
+	sec.Annotations[SharedCASignerSinceAnnotation] = since.UTC().Format(time.RFC3339Nano)
 	return nil
 }
 
