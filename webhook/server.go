@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -126,7 +125,7 @@ type Server struct {
 	opts  ServerOptions
 	log   *slog.Logger
 	mux   *http.ServeMux
-	certs *certReloader
+	certs *httpserver.CertFiles
 	// clientCAs is nil unless ServerOptions.ClientCAFile is set.
 	clientCAs *poolReloader
 	mu        sync.Mutex
@@ -168,17 +167,12 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts: opts,
 		log:  log,
 		mux:  http.NewServeMux(),
-		certs: &certReloader{
-			certFile: filepath.Join(opts.CertDir, "tls.crt"),
-			keyFile:  filepath.Join(opts.CertDir, "tls.key"),
-			interval: opts.ReloadInterval,
-			clock:    clock.OrReal(opts.clock),
-			log:      log,
-		},
+		certs: httpserver.LazyCertFiles(filepath.Join(opts.CertDir, "tls.crt"), filepath.Join(opts.CertDir, "tls.key"),
+			opts.ReloadInterval, opts.clock, log.With("component", "webhook")),
 		paths: map[string]bool{},
 	}
 	if opts.ClientCAFile != "" {
-		s.clientCAs = &poolReloader{file: opts.ClientCAFile, interval: opts.ReloadInterval, clock: s.certs.clock, log: log}
+		s.clientCAs = &poolReloader{file: opts.ClientCAFile, interval: opts.ReloadInterval, clock: clock.OrReal(opts.clock), log: log}
 		if _, err := s.clientCAs.get(); err != nil {
 			return nil, err
 		}
@@ -270,7 +264,7 @@ func (s *Server) Start(ctx context.Context) error {
 
 	tlsCfg := httpserver.TLSConfig(httpserver.TLSOptions{
 		MinVersion: s.opts.MinTLSVersion, HTTP2: s.opts.EnableHTTP2,
-		GetCertificate: s.certs.get, Hook: s.opts.TLSConfig,
+		GetCertificate: s.certs.GetCertificate, Hook: s.opts.TLSConfig,
 	})
 	if s.clientCAs != nil {
 		base := tlsCfg
@@ -375,78 +369,6 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// certReloader hands out the serving pair, re-reading the files when their
-// size or modification time changed, at most once per interval. A new pair
-// that does not load (the certificate written, the key not yet) keeps the
-// old one in service and is tried again at the next check.
-type certReloader struct {
-	certFile, keyFile string
-	interval          time.Duration
-	clock             clock.Clock
-	log               *slog.Logger
-
-	mu        sync.Mutex
-	cert      *tls.Certificate
-	stamp     [2]fileStamp
-	lastCheck time.Time
-}
-
-type fileStamp struct {
-	size int64
-	mod  time.Time
-}
-
-func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.clock.Now()
-	if r.cert != nil && now.Sub(r.lastCheck) < r.interval {
-		return r.cert, nil
-	}
-	r.lastCheck = now
-	stamp, err := stamps(r.certFile, r.keyFile)
-	if err == nil && r.cert != nil && stamp == r.stamp {
-		return r.cert, nil
-	}
-	var certPEM, keyPEM []byte
-	if err == nil {
-		certPEM, err = os.ReadFile(r.certFile)
-	}
-	if err == nil {
-		keyPEM, err = os.ReadFile(r.keyFile)
-	}
-	var pair tls.Certificate
-	if err == nil {
-		pair, err = tls.X509KeyPair(certPEM, keyPEM)
-	}
-	if err != nil {
-		if r.cert != nil {
-			r.log.Warn("webhook: new serving certificate not loaded; keeping the old one", "err", err)
-			return r.cert, nil
-		}
-		return nil, fmt.Errorf("webhook: serving certificate: %w", err)
-	}
-	if r.cert != nil && bytes.Equal(r.cert.Certificate[0], pair.Certificate[0]) {
-		r.stamp = stamp
-		return r.cert, nil
-	}
-	r.cert, r.stamp = &pair, stamp
-	r.log.Info("webhook: serving certificate loaded", "file", r.certFile)
-	return r.cert, nil
-}
-
-func stamps(files ...string) ([2]fileStamp, error) {
-	var out [2]fileStamp
-	for i, f := range files {
-		st, err := os.Stat(f)
-		if err != nil {
-			return out, err
-		}
-		out[i] = fileStamp{size: st.Size(), mod: st.ModTime()}
-	}
-	return out, nil
-}
-
 // poolReloader hands out the client CA pool of ServerOptions.ClientCAFile,
 // re-reading the file when its size or modification time changed, at most
 // once per interval. A file that no longer parses keeps the old pool in
@@ -496,4 +418,9 @@ func (r *poolReloader) get() (*x509.CertPool, error) {
 	r.pool, r.stamp = pool, fileStamp{size: st.Size(), mod: st.ModTime()}
 	r.log.Info("webhook: client CA loaded", "file", r.file)
 	return pool, nil
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
 }

@@ -18,11 +18,12 @@ const CertCheckInterval = 10 * time.Second
 // CertFiles serves a certificate and key read from two PEM files, such as
 // the tls.crt and tls.key of a mounted kubernetes.io/tls Secret, and reads
 // them again when their size or modification time changes, at most once
-// per CertCheckInterval. A new pair that does not load (the certificate
+// per CertCheckInterval (or the interval given to LazyCertFiles). A new pair that does not load (the certificate
 // written, the key not yet) keeps the old one in service, and is tried
 // again at the next check.
 type CertFiles struct {
 	certFile, keyFile string
+	interval          time.Duration
 	log               *slog.Logger
 	clock             clock.Clock
 
@@ -45,11 +46,19 @@ func NewCertFiles(certFile, keyFile string, log *slog.Logger) (*CertFiles, error
 }
 
 func newCertFiles(certFile, keyFile string, log *slog.Logger, c clock.Clock) (*CertFiles, error) {
-	f := &CertFiles{certFile: certFile, keyFile: keyFile, log: log, clock: c}
+	f := LazyCertFiles(certFile, keyFile, CertCheckInterval, c, log)
 	if _, err := f.GetCertificate(nil); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// LazyCertFiles is NewCertFiles for files that may not exist yet (another
+// part is about to write them): it reads nothing now, and the first
+// GetCertificate fails until they load. It checks them at most once per
+// interval, by the clock c (nil: the real one).
+func LazyCertFiles(certFile, keyFile string, interval time.Duration, c clock.Clock, log *slog.Logger) *CertFiles {
+	return &CertFiles{certFile: certFile, keyFile: keyFile, interval: interval, log: log, clock: clock.OrReal(c)}
 }
 
 // GetCertificate returns the pair in service; it is a
@@ -58,7 +67,7 @@ func (f *CertFiles) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, erro
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.clock.Now()
-	if f.cert != nil && now.Sub(f.lastCheck) < CertCheckInterval {
+	if f.cert != nil && now.Sub(f.lastCheck) < f.interval {
 		return f.cert, nil
 	}
 	f.lastCheck = now
