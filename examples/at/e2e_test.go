@@ -14,12 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/crd"
 	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/manager"
-	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 	"github.com/loom-k8s/loom/testenv/e2e"
 )
@@ -31,16 +29,7 @@ import (
 func TestAtEndToEnd(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Controllers: true, Scheduler: true, Nodes: 1})
 	ctx := t.Context()
-	e2e.Kubectl(t, env, "apply", "-k", "config")
-	admin := e2e.Admin(t, env)
-	rc, err := rest.New(admin, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.CloseIdleConnections()
-	if err := crd.WaitEstablished(ctx, rc, crd.Options{}, "ats.cnat.programming-kubernetes.info"); err != nil {
-		t.Fatal(err)
-	}
+	_, rc := install(t, env)
 
 	// Least privilege: the role is enough (the operator runs below with
 	// it), and it is no more than the operator needs.

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/crd"
 	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
@@ -59,16 +58,7 @@ func TestWebhooksOnThreeReplicas(t *testing.T) {
 	}
 	env := testenv.New(t, testenv.Options{})
 	ctx := t.Context()
-	e2e.Kubectl(t, env, "apply", "-k", "config")
-	admin := e2e.Admin(t, env)
-	rc, err := rest.New(admin, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.CloseIdleConnections()
-	if err := crd.WaitEstablished(ctx, rc, crd.Options{}, operator.CRDName); err != nil {
-		t.Fatal(err)
-	}
+	_, rc := install(t, env)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "at")

@@ -3,6 +3,13 @@ package main
 import (
 	"log/slog"
 	"testing"
+
+	"github.com/loom-k8s/loom/config"
+	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/examples/at/operator"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
+	"github.com/loom-k8s/loom/testenv/e2e"
 )
 
 // testLogger sends the operator's log to the test's log (shown on failure
@@ -16,4 +23,22 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// install applies config/ (the CRD, the webhook configurations, the
+// namespace and RBAC) to env, waits until the CRD is served, and returns
+// the admin config and a REST client, closed when the test ends.
+func install(t *testing.T, env *testenv.Env) (config.Config, *rest.Client) {
+	t.Helper()
+	e2e.Kubectl(t, env, "apply", "-k", "config")
+	admin := e2e.Admin(t, env)
+	rc, err := rest.New(admin, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.CloseIdleConnections)
+	if err := crd.WaitEstablished(t.Context(), rc, crd.Options{}, operator.CRDName); err != nil {
+		t.Fatal(err)
+	}
+	return admin, rc
 }

@@ -12,12 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/crd"
 	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/examples/at/operator"
-	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 	"github.com/loom-k8s/loom/testenv/e2e"
 )
@@ -29,16 +27,7 @@ import (
 func TestAtWebhooks(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	ctx := t.Context()
-	e2e.Kubectl(t, env, "apply", "-k", "config")
-	admin := e2e.Admin(t, env)
-	rc, err := rest.New(admin, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.CloseIdleConnections()
-	if err := crd.WaitEstablished(ctx, rc, crd.Options{}, operator.CRDName); err != nil {
-		t.Fatal(err)
-	}
+	admin, rc := install(t, env)
 	e2e.Run(t, func(ctx context.Context) error {
 		return operator.Run(ctx, admin, operator.Options{
 			Webhooks: &operator.WebhookOptions{Addr: "127.0.0.1:0", CertDir: t.TempDir(), LocalURL: true},
