@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +27,7 @@ import (
 	"github.com/loom-k8s/loom/internal/pki"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv/e2e"
 )
 
 // startManager starts mgr until the test ends.
@@ -60,17 +60,7 @@ func serviceAccountToken(t *testing.T, rc *rest.Client, ns, name string) string 
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	hour := int64(3600)
-	var tr authenticationv1.TokenRequest
-	err = rc.Post().Version("v1").Namespace(ns).Resource("serviceaccounts").Name(name).SubResource("token").
-		Body(&authenticationv1.TokenRequest{
-			TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenRequest"},
-			Spec:     authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour},
-		}).Do(t.Context(), &tr)
-	if err != nil {
-		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
+	return e2e.ServiceAccount(t, shared.Env(t), ns, name).Auth.BearerToken
 }
 
 // reviewCalls reads the API server's own count of the TokenReviews and
