@@ -3,19 +3,28 @@ package webhook_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/internal/pki"
+	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/testenv"
 	"github.com/loom-k8s/loom/webhook"
 )
 
@@ -40,6 +49,7 @@ func startTLSServer(t *testing.T, set func(*webhook.ServerOptions)) (addr string
 		t.Fatal(err)
 	}
 	srv.Register("/validate", webhook.ValidatorFor[corev1.ConfigMap](cmValidator{}))
+	srv.Register("/default", webhook.DefaulterFor[corev1.ConfigMap](cmDefaulter{}))
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +199,85 @@ func TestClientCAFile(t *testing.T) {
 		if !errors.Is(err, webhook.ErrClientCA) {
 			t.Errorf("%s client CA file: %v, want ErrClientCA", name, err)
 		}
+	}
+}
+
+// TestClientCAFileWithAPIServer: a kube-apiserver given a client
+// certificate for its webhook calls (--admission-control-config-file, a
+// kubeconfig whose user "*" matches every webhook) is served by a server
+// whose ClientCAFile holds that certificate's CA, and refused by one whose
+// ClientCAFile holds another CA.
+func TestClientCAFileWithAPIServer(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	callers, err := pki.NewCA("webhook-callers", now, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangers, err := pki.NewCA("strangers", now, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := callers.Issue(pki.Request{CommonName: "kube-apiserver-webhook-client"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	kubeconfig := filepath.Join(dir, "webhook-kubeconfig")
+	write := func(path, content string) {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(kubeconfig, fmt.Sprintf("apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    client-certificate-data: %s\n    client-key-data: %s\n",
+		b64(pair.CertPEM), b64(pair.KeyPEM)))
+	admission := filepath.Join(dir, "admission.yaml")
+	var plugins strings.Builder
+	for _, name := range []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"} {
+		fmt.Fprintf(&plugins, "- name: %s\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    kubeConfigFile: %s\n", name, kubeconfig)
+	}
+	write(admission, "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n"+plugins.String())
+	env := testenv.New(t, testenv.Options{APIServerArgs: []string{"--admission-control-config-file=" + admission}})
+	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.CloseIdleConnections)
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	trusting := filepath.Join(dir, "callers.crt")
+	write(trusting, string(callers.CertPEM))
+	addr, bundle := startTLSServer(t, func(o *webhook.ServerOptions) { o.ClientCAFile = trusting })
+	ns := namespace(t, rc, "client-ca")
+	labels := map[string]string{"webhooked": "yes"}
+	registerWebhooks(t, rc, ns, "https://"+addr, bundle, admissionregistrationv1.Fail, labels)
+	waitServed(t, cms.Namespace(ns), labels)
+
+	distrusting := filepath.Join(dir, "strangers.crt")
+	write(distrusting, string(strangers.CertPEM))
+	addr, bundle = startTLSServer(t, func(o *webhook.ServerOptions) { o.ClientCAFile = distrusting })
+	other := namespace(t, rc, "client-ca-refused")
+	registerWebhooks(t, rc, other, "https://"+addr, bundle, admissionregistrationv1.Fail, labels)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Labels: labels}}
+		_, err := cms.Namespace(other).Create(t.Context(), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
+			if !strings.Contains(err.Error(), "certificate") {
+				t.Fatalf("the refused call failed for another reason: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a server that distrusts the API server's client certificate was never refused (last: %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
