@@ -83,8 +83,20 @@ type running struct {
 }
 
 // startServer runs a webhook server on 127.0.0.1 with certificates from
-// Certs, and the ConfigMap validator and defaulter of admission_test.go.
+// Certs, and the ConfigMap validator and defaulter of admission_test.go,
+// counting its requests.
 func startServer(t *testing.T) *running {
+	t.Helper()
+	m := &countingMetrics{}
+	srv, certs, stop := serveTLS(t, func(o *webhook.ServerOptions) { o.ReloadInterval, o.Metrics = 5*time.Millisecond, m })
+	return &running{srv: srv, certs: certs, url: "https://" + srv.Addr().String(), metrics: m, stop: stop}
+}
+
+// serveTLS runs a webhook server on 127.0.0.1 with certificates from Certs,
+// the options set changes, and the ConfigMap validator and defaulter of
+// admission_test.go at /validate and /default, until the test ends or
+// stop is called.
+func serveTLS(t *testing.T, set func(*webhook.ServerOptions)) (*webhook.Server, *webhook.Certs, func()) {
 	t.Helper()
 	dir := t.TempDir()
 	certs, err := webhook.NewCerts(webhook.CertOptions{Dir: dir, IPs: []net.IP{net.ParseIP("127.0.0.1")}})
@@ -94,8 +106,11 @@ func startServer(t *testing.T) *running {
 	if err := certs.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	m := &countingMetrics{}
-	srv, err := webhook.NewServer(webhook.ServerOptions{Addr: "127.0.0.1:0", CertDir: dir, ReloadInterval: 5 * time.Millisecond, Metrics: m})
+	opts := webhook.ServerOptions{Addr: "127.0.0.1:0", CertDir: dir}
+	if set != nil {
+		set(&opts)
+	}
+	srv, err := webhook.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +132,7 @@ func startServer(t *testing.T) *running {
 		})
 	}
 	t.Cleanup(stop)
-	return &running{srv: srv, certs: certs, url: "https://" + srv.Addr().String(), metrics: m, stop: stop}
+	return srv, certs, stop
 }
 
 func adminREST(t *testing.T) *rest.Client {

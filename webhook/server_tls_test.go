@@ -1,18 +1,15 @@
 package webhook_test
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,42 +26,11 @@ import (
 )
 
 // startTLSServer runs a webhook server on 127.0.0.1 with the options
-// set changes, and returns its address and the CA bundle to trust.
+// set changes (see serveTLS), and returns its address and the CA bundle to
+// trust.
 func startTLSServer(t *testing.T, set func(*webhook.ServerOptions)) (addr string, bundle []byte) {
 	t.Helper()
-	dir := t.TempDir()
-	certs, err := webhook.NewCerts(webhook.CertOptions{Dir: dir, IPs: []net.IP{net.ParseIP("127.0.0.1")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := certs.Ensure(); err != nil {
-		t.Fatal(err)
-	}
-	opts := webhook.ServerOptions{Addr: "127.0.0.1:0", CertDir: dir}
-	if set != nil {
-		set(&opts)
-	}
-	srv, err := webhook.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Register("/validate", webhook.ValidatorFor[corev1.ConfigMap](cmValidator{}))
-	srv.Register("/default", webhook.DefaulterFor[corev1.ConfigMap](cmDefaulter{}))
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	var once sync.Once
-	t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("server: %v", err)
-			}
-		})
-	})
+	srv, certs, _ := serveTLS(t, set)
 	return srv.Addr().String(), certs.CABundle()
 }
 
