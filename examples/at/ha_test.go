@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -80,9 +81,21 @@ func TestWebhooksOnThreeReplicas(t *testing.T) {
 	px := startProxy(t, backends)
 	url := "https://" + px.addr
 
+	// The replicas run as the operator's service account, with the Role
+	// and ClusterRole of config/rbac: what they need of the CA Secret, the
+	// Lease and the webhook configurations is granted there, or the test
+	// fails.
+	sa := e2e.ServiceAccount(t, env, operator.WebhookNamespace, "at-operator")
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n"+
+		"users:\n- name: u\n  user:\n    token: %s\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n",
+		env.URL, base64.StdEncoding.EncodeToString(env.CAPEM), sa.Auth.BearerToken)
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	replicas := make([]*haReplica, 3)
 	start := func(i int) {
-		replicas[i] = startHAReplica(t, bin, env.KubeconfigPath, dir, i, backends[i], url)
+		replicas[i] = startHAReplica(t, bin, kubeconfig, dir, i, backends[i], url)
 	}
 	for i := range replicas {
 		start(i)
