@@ -47,7 +47,8 @@ type Syncer interface {
 
 // Runner is what does not depend on an informer's object type: what a
 // [Factory], [WaitForCacheSync] or a controller needs to run informers
-// of different types together. *[Informer][T] implements it for every T.
+// of different types together. An [*Informer] of any object type
+// implements it.
 type Runner interface {
 	Syncer
 	// Start runs the informer until ctx ends (see [Informer.Start]).

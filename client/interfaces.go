@@ -9,7 +9,7 @@ import (
 )
 
 // Reader reads objects of one type. The manager's cached clients
-// (cache.CachedClient) read from an informer's cache; cache.NewReader
+// (cache.CachedClient) read from an informer's cache; cache.StoreReader
 // reads an in-memory store, for unit tests of reconcilers.
 type Reader[T Object] interface {
 	// Get returns the object namespace/name (namespace "" for a

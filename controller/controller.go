@@ -130,8 +130,9 @@ type Controller[T client.Object] struct {
 // New returns a controller that reconciles the objects of type T (as in
 // controller.New(mgr, r.Reconcile, controller.Options{}) with r.Reconcile a
 // func(context.Context, *v1.Foo) (controller.Result, error)), fed by mgr's
-// shared informer for T, and adds it to mgr. opts fills in what mgr's
-// ControllerOptions leave unset. Errors (an unknown type, a manager that
+// shared informer for T, and adds it to mgr. What opts leaves unset of
+// Metrics, QueueMetrics, Logger, Tracing and Shard comes from mgr's
+// ControllerOptions. Errors (an unknown type, a manager that
 // has started) are returned by Start, and so by the manager's Start.
 func New[E any, T interface {
 	*E

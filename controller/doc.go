@@ -3,8 +3,9 @@
 //
 // # The contract: level-based
 //
-// A Reconciler is given only a name (a [Request]), never the event that
-// caused it. It must read the current state (from a lister over the cache,
+// A reconcile function ([ReconcileFunc]) is given the object as the cache
+// holds it when a worker gets to its key, never the event that caused the
+// call. It must read whatever else it needs as it is now (from the cache,
 // or the API server) and make the world match what the object asks for,
 // as if seeing it for the first time. This is what makes a controller
 // correct although events are merged, delayed, repeated or lost: several
@@ -34,11 +35,14 @@
 //
 // # Sources
 //
-// [For] enqueues an object's own key, [Owns] the key of its controller
-// owner, and [Watches] whatever a map function returns. Each takes an
-// informer (shared through a cache.Factory) and optional [Predicate]
-// values that drop changes not worth a reconcile, such as updates that
-// do not change the generation.
+// [New] feeds a controller from the manager's shared informer for its
+// type (Options.For narrows it): each object's change enqueues its own
+// key. [Controller.Owns] enqueues the key of an object's controller
+// owner, and [Controller.Watches] whatever a map function returns; both
+// take an informer (shared through a cache.Factory) and optional
+// [Predicate] values that drop changes not worth a reconcile, such as
+// updates that do not change the generation ([Controller.Filter] does the
+// same for the controller's own objects).
 //
 // # Helpers
 //

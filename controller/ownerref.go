@@ -12,8 +12,9 @@ import (
 
 // ErrUnknownKind is returned (wrapped) by [SetControllerReference] and
 // [SetOwnerReference] when the owner's group, version and kind cannot be
-// told: it has no apiVersion and kind, is not a built-in type, and is not
-// registered in the scheme given.
+// told: it has no apiVersion and kind, and is not a built-in type (set a
+// custom type's apiVersion and kind, as objects read from the API server
+// or a cache have them).
 var ErrUnknownKind = errors.New("controller: kind of owner unknown (set its apiVersion and kind)")
 
 // ErrOwnerNotStored is returned (wrapped) by [SetControllerReference] and

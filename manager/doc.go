@@ -74,11 +74,11 @@
 // # Reads
 //
 // The manager hands out the live client's REST connection (REST) and the
-// shared cache (Factory). A reader over the cache is a lister; it is
-// named as such, and is never the default for reads. CachedClientFor
-// combines the two for one type: writes go to the server, reads come from
-// the cache and wait for the client's own writes (read your writes), or
-// fail with cache.StaleCacheError rather than return stale data.
+// shared cache (Factory). [CachedClient] combines the two for one type:
+// writes go to the server, reads come from the cache and wait for the
+// client's own writes (read your writes), or fail with
+// cache.StaleCacheError rather than return stale data. A live client
+// (client.For with REST and ClientOptions) reads from the server.
 //
 // # Shutdown
 //

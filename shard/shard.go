@@ -213,7 +213,7 @@ var errNotReady = errors.New("shard: Start needs ShardOptions.Members and Member
 // buckets the new ring gives are claimed and listed instead: replicas that
 // start together see each other join one after another, and would
 // otherwise each list first a share of a smaller ring. A list is stopped
-// so at most [maxStoppedLists] times in a row; the next one runs to its
+// so at most maxStoppedLists (3) times in a row; the next one runs to its
 // end, so that a ring that keeps changing cannot keep the informers from
 // ever catching up.
 func (s *Shard) Start(ctx context.Context) error {
