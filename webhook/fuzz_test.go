@@ -668,7 +668,8 @@ func mergeKeeping(a, b any) any {
 }
 
 // jsonEqual reports whether two decoded JSON values are equal as JSON:
-// numbers by value, whether int64 or float64 (0 and -0 alike).
+// numbers by value, whether int64 or float64 (0 and -0 alike), an integer
+// against a float64 at float64's precision.
 func jsonEqual(a, b any) bool {
 	switch x := a.(type) {
 	case map[string]any:
@@ -699,7 +700,11 @@ func jsonEqual(a, b any) bool {
 		case int64:
 			return x == y
 		case float64:
-			return float64(x) == y && int64(y) == x
+			// A float64 read from a decimal text is the nearest double
+			// to it; an integer of that text compares at the same
+			// precision (20000000000000110.0 reads as
+			// 20000000000000112, and 20000000000000110 rounds to it).
+			return float64(x) == y
 		}
 		return false
 	case float64:
