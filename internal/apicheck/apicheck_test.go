@@ -1,16 +1,11 @@
 package apicheck_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"go/ast"
-	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,80 +14,35 @@ import (
 	"testing"
 
 	"github.com/loom-k8s/loom/internal/apicheck"
+	"github.com/loom-k8s/loom/internal/modload"
 )
-
-// listedPackage is the part of `go list -json` output the test reads.
-type listedPackage struct {
-	ImportPath string
-	Name       string
-	Export     string
-	DepOnly    bool
-	Module     *struct{ Main bool }
-	Error      *struct{ Err string }
-}
 
 // TestModule checks the exported API of every package of this module,
 // loaded from the compiler's export data: no exported field, function,
 // method, variable, constant or type may mention a type from an internal
 // package, which users of the module could not name.
 func TestModule(t *testing.T) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	m, err := modload.Load(t.Context())
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+		t.Fatal(err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-
-	cmd := exec.CommandContext(t.Context(), "go", "list", "-e", "-export", "-deps",
-		"-json=ImportPath,Name,Export,DepOnly,Module,Error", "./...")
-	cmd.Dir = root
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
-	exports := map[string]string{}
-	var mine []listedPackage
-	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
-		var p listedPackage
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decoding go list output: %v", err)
-		}
-		exports[p.ImportPath] = p.Export
-		if p.Module != nil && p.Module.Main && !p.DepOnly {
-			mine = append(mine, p)
-		}
-	}
-	if len(mine) == 0 {
-		t.Fatal("go list found no package of the module")
-	}
-
-	fset := token.NewFileSet()
-	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
-		if f := exports[path]; f != "" {
-			return os.Open(f)
-		}
-		return nil, fmt.Errorf("no export data for %s", path)
-	})
 	checked := 0
-	for _, p := range mine {
+	for _, p := range m.Packages {
 		switch {
-		case p.Error != nil:
-			t.Errorf("%s: %s", p.ImportPath, p.Error.Err)
+		case p.Err != "":
+			t.Errorf("%s: %s", p.ImportPath, p.Err)
 			continue
 		case p.Name == "main" || apicheck.IsInternal(p.ImportPath) || p.Export == "":
 			continue // no importable API
 		}
-		pkg, err := imp.Import(p.ImportPath)
+		pkg, err := m.Import(p.ImportPath)
 		if err != nil {
 			t.Errorf("loading %s: %v", p.ImportPath, err)
 			continue
 		}
 		checked++
 		for _, v := range apicheck.Check(pkg) {
-			pos := fset.Position(v.Pos)
+			pos := m.Fset.Position(v.Pos)
 			t.Errorf("%s:%d: %s mentions %s", filepath.Base(pos.Filename), pos.Line, v.Where, v.Type)
 		}
 	}

@@ -1,138 +1,59 @@
 package doclinks_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/loom-k8s/loom/internal/doclinks"
+	"github.com/loom-k8s/loom/internal/modload"
 )
-
-// listedPackage is the part of `go list -json` output the test reads.
-type listedPackage struct {
-	ImportPath string
-	Name       string
-	Dir        string
-	GoFiles    []string
-	Export     string
-	DepOnly    bool
-	Module     *struct{ Main bool }
-	Error      *struct{ Err string }
-}
-
-// exportLoader loads packages from the compiler's export data, listing a
-// package that go list did not list at first (a standard package that a
-// comment links without importing it) when it is asked for.
-type exportLoader struct {
-	root    string
-	fset    *token.FileSet
-	mu      sync.Mutex
-	exports map[string]string
-	imp     types.Importer
-}
-
-func (l *exportLoader) load(path string) *types.Package {
-	l.mu.Lock()
-	_, known := l.exports[path]
-	l.mu.Unlock()
-	if !known {
-		cmd := exec.Command("go", "list", "-export", "-f", "{{.Export}}", path)
-		cmd.Dir = l.root
-		out, err := cmd.Output()
-		l.mu.Lock()
-		l.exports[path] = strings.TrimSpace(string(out))
-		if err != nil {
-			l.exports[path] = ""
-		}
-		l.mu.Unlock()
-	}
-	p, err := l.imp.Import(path)
-	if err != nil {
-		return nil
-	}
-	return p
-}
 
 // TestModule checks every doc link in the doc comments of every package
 // of this module.
 func TestModule(t *testing.T) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	m, err := modload.Load(t.Context())
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+		t.Fatal(err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd := exec.CommandContext(t.Context(), "go", "list", "-e", "-export", "-deps",
-		"-json=ImportPath,Name,Dir,GoFiles,Export,DepOnly,Module,Error", "./...")
-	cmd.Dir = root
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	load := func(path string) *types.Package {
+		p, err := m.Import(path)
+		if err != nil {
+			return nil
+		}
+		return p
 	}
-	l := &exportLoader{root: root, fset: token.NewFileSet(), exports: map[string]string{}}
-	var mine []listedPackage
-	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
-		var p listedPackage
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decoding go list output: %v", err)
-		}
-		l.exports[p.ImportPath] = p.Export
-		if p.Module != nil && p.Module.Main && !p.DepOnly {
-			mine = append(mine, p)
-		}
-	}
-	l.imp = importer.ForCompiler(l.fset, "gc", func(path string) (io.ReadCloser, error) {
-		l.mu.Lock()
-		f := l.exports[path]
-		l.mu.Unlock()
-		if f == "" {
-			return nil, fmt.Errorf("no export data for %s", path)
-		}
-		return os.Open(f)
-	})
 	checked := 0
-	for _, p := range mine {
-		if p.Error != nil {
-			t.Errorf("%s: %s", p.ImportPath, p.Error.Err)
+	for _, p := range m.Packages {
+		if p.Err != "" {
+			t.Errorf("%s: %s", p.ImportPath, p.Err)
 			continue
 		}
 		if len(p.GoFiles) == 0 {
 			continue // tests only: no package documentation
 		}
-		pkg := l.load(p.ImportPath)
+		pkg := load(p.ImportPath)
 		if pkg == nil {
 			t.Errorf("no types for %s", p.ImportPath)
 			continue
 		}
 		var files []*ast.File
 		for _, name := range p.GoFiles {
-			f, err := parser.ParseFile(l.fset, filepath.Join(p.Dir, name), nil, parser.ParseComments)
+			f, err := parser.ParseFile(m.Fset, filepath.Join(p.Dir, name), nil, parser.ParseComments)
 			if err != nil {
 				t.Fatal(err)
 			}
 			files = append(files, f)
 		}
 		checked++
-		for _, b := range doclinks.Check(files, pkg, l.load) {
-			pos := l.fset.Position(b.Pos)
-			rel, _ := filepath.Rel(root, pos.Filename)
+		for _, b := range doclinks.Check(files, pkg, load) {
+			pos := m.Fset.Position(b.Pos)
+			rel, _ := filepath.Rel(m.Root, pos.Filename)
 			t.Errorf("%s:%d: doc link %s does not resolve", rel, pos.Line, b.Link)
 		}
 	}
