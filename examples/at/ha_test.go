@@ -23,9 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
-	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/internal/pki"
 	"github.com/loom-k8s/loom/rest"
@@ -101,17 +99,8 @@ func TestWebhooksOnThreeReplicas(t *testing.T) {
 		start(i)
 	}
 
-	opts := client.Options{Scheme: operator.Scheme(), Mapper: discovery.MapperFor(rc)}
-	alpha, err := client.For[v1alpha1.At](rc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	beta, err := client.For[v1beta1.At](rc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := "default"
-	alpha, beta = alpha.Namespace(ns), beta.Namespace(ns)
+	alpha, beta := clients(t, rc, ns)
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := waitWebhooks(wctx, alpha); err != nil {

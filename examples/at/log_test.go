@@ -4,8 +4,12 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/crd"
+	"github.com/loom-k8s/loom/discovery"
+	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
+	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/examples/at/operator"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
@@ -41,4 +45,19 @@ func install(t *testing.T, env *testenv.Env) (config.Config, *rest.Client) {
 		t.Fatal(err)
 	}
 	return admin, rc
+}
+
+// clients returns clients of the At in both versions, in namespace ns.
+func clients(t *testing.T, rc *rest.Client, ns string) (*client.Client[*v1alpha1.At], *client.Client[*v1beta1.At]) {
+	t.Helper()
+	opts := client.Options{Scheme: operator.Scheme(), Mapper: discovery.MapperFor(rc)}
+	alpha, err := client.For[v1alpha1.At](rc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta, err := client.For[v1beta1.At](rc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return alpha.Namespace(ns), beta.Namespace(ns)
 }

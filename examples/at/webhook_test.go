@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/discovery"
 	"github.com/loom-k8s/loom/examples/at/api/v1alpha1"
 	"github.com/loom-k8s/loom/examples/at/api/v1beta1"
 	"github.com/loom-k8s/loom/examples/at/operator"
@@ -34,16 +32,7 @@ func TestAtWebhooks(t *testing.T) {
 			Logger:   testLogger(t),
 		})
 	})
-	opts := client.Options{Scheme: operator.Scheme(), Mapper: discovery.MapperFor(rc)}
-	alpha, err := client.For[v1alpha1.At](rc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	beta, err := client.For[v1beta1.At](rc, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alpha, beta = alpha.Namespace("default"), beta.Namespace("default")
+	alpha, beta := clients(t, rc, "default")
 	if err := waitWebhooks(ctx, alpha); err != nil {
 		t.Fatal(err)
 	}
