@@ -14,7 +14,8 @@ import (
 var versionsEnv string
 
 // Versions are the control-plane versions testenv expects, read from the
-// embedded versions.env that tools/build.sh builds from.
+// embedded versions.env that tools/build.sh (run by `loom assets`) builds
+// from.
 type Versions struct {
 	Kube string // kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 	Etcd string
@@ -44,7 +45,7 @@ func PinnedVersions() Versions {
 
 // AssetsDir returns the folder holding the control-plane binaries:
 // $LOOM_ASSETS when set, else ${XDG_CACHE_HOME:-$HOME/.cache}/loom/<versions>/bin.
-// It is the folder tools/build.sh writes.
+// It is the folder `loom assets` fills and prints.
 func AssetsDir() string {
 	if d := os.Getenv("LOOM_ASSETS"); d != "" {
 		return d
@@ -73,8 +74,9 @@ type MissingBinaryError struct {
 }
 
 func (e *MissingBinaryError) Error() string {
-	return fmt.Sprintf("testenv: %s not found at %s; build the control-plane binaries with `make assets` "+
-		"in a Loom checkout (it runs tools/build.sh), or point LOOM_ASSETS at a folder that has them", e.Name, e.Path)
+	return fmt.Sprintf("testenv: %s not found at %s; build the control-plane binaries with `loom assets` "+
+		"(go install github.com/loom-k8s/loom/cmd/loom at your Loom version; `make assets` in a Loom checkout), "+
+		"or point LOOM_ASSETS at a folder that has them", e.Name, e.Path)
 }
 
 func (e *MissingBinaryError) Unwrap() error { return ErrMissingBinary }

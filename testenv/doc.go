@@ -18,8 +18,10 @@
 //
 // # Binaries
 //
-// The binaries are built from Go modules by the repository's tools/ module
-// (`make assets`), into ${XDG_CACHE_HOME:-$HOME/.cache}/loom/<versions>/bin.
+// The binaries are built from Go modules by `loom assets` (which fetches
+// the build recipe of its release, the module github.com/loom-k8s/loom/tools,
+// through the module proxy; `make assets` in a Loom checkout), into
+// ${XDG_CACHE_HOME:-$HOME/.cache}/loom/<versions>/bin.
 // LOOM_ASSETS overrides that folder. The versions are pinned in
 // versions.env, embedded here, so testenv looks in the folder that the
 // matching build wrote.

@@ -389,8 +389,8 @@ func TestMissingBinaryNamesTheBuildCommand(t *testing.T) {
 	if !errors.As(err, &mb) || !errors.Is(err, ErrMissingBinary) {
 		t.Fatalf("want *MissingBinaryError, got %v", err)
 	}
-	if mb.Name != "etcd" || !strings.Contains(err.Error(), "make assets") {
-		t.Fatalf("error should name etcd and `make assets`: %v", err)
+	if mb.Name != "etcd" || !strings.Contains(err.Error(), "loom assets") {
+		t.Fatalf("error should name etcd and `loom assets`: %v", err)
 	}
 }
 
