@@ -19,7 +19,13 @@
 // `go install github.com/loom-k8s/loom/cmd/loom@<version>`.
 //
 // The version must be a semantic version that CHANGELOG.md has a section
-// for ("## [0.1.0] - <date>"), so that a release always says what it holds.
+// for ("## [0.1.0] - <date>"), so that a release always says what it holds;
+// a prerelease (v0.1.0-rc.1) is of the section of the version it leads to.
+//
+// The go command takes a module version's content to be immutable, and its
+// build cache keys compiled packages of the module cache by version: to use
+// a folder made again at the same version, empty GOCACHE as well as
+// GOMODCACHE.
 package main
 
 import (
@@ -51,7 +57,7 @@ func main() {
 	root := flag.String("root", "..", "the repository's root folder")
 	version := flag.String("version", "", "the version to release, such as v0.1.0 (required)")
 	out := flag.String("out", "", "the folder to write the module proxy to (required)")
-	rev := flag.String("rev", "HEAD", "the git revision whose committed files are released")
+	rev := flag.String("rev", "HEAD", "the git revision whose committed files are released, or worktree for the work tree as it is")
 	flag.Parse()
 	if err := run(*root, *version, *out, *rev); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -76,7 +82,11 @@ func run(root, version, out, rev string) error {
 	if err := changelogHas(filepath.Join(root, "CHANGELOG.md"), version); err != nil {
 		return err
 	}
-	if st, err := git(root, "status", "--porcelain", "--untracked-files=no"); err != nil {
+	if rev == "worktree" {
+		if rev, err = snapshot(root); err != nil {
+			return fmt.Errorf("committing the work tree to a snapshot: %w", err)
+		}
+	} else if st, err := git(root, "status", "--porcelain", "--untracked-files=no"); err != nil {
 		return err
 	} else if len(st) > 0 {
 		fmt.Fprintf(os.Stderr, "release: warning: the work tree has uncommitted changes; only %s's committed files are released\n", rev)
@@ -166,9 +176,10 @@ func changelogHas(file, version string) error {
 	if err != nil {
 		return err
 	}
-	heading := regexp.MustCompile(`(?m)^## \[` + regexp.QuoteMeta(strings.TrimPrefix(version, "v")) + `\]`)
+	base := strings.TrimPrefix(strings.TrimSuffix(version, semver.Prerelease(version)), "v")
+	heading := regexp.MustCompile(`(?m)^## \[` + regexp.QuoteMeta(base) + `\]`)
 	if !heading.Match(data) {
-		return fmt.Errorf("CHANGELOG.md has no section \"## [%s] - <date>\": move the Unreleased entries under one before releasing", strings.TrimPrefix(version, "v"))
+		return fmt.Errorf("CHANGELOG.md has no section \"## [%s] - <date>\": move the Unreleased entries under one before releasing", base)
 	}
 	return nil
 }
@@ -181,9 +192,40 @@ func writeFile(name string, data []byte) error {
 	return os.Rename(tmp, name)
 }
 
+// snapshot commits the work tree, as `git add -A` would stage it, to a
+// commit that no branch points to, through an index of its own: the
+// repository's index, branches and files stay as they are.
+func snapshot(root string) (string, error) {
+	idx, err := os.MkdirTemp("", "loom-release-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(idx)
+	env := []string{"GIT_INDEX_FILE=" + filepath.Join(idx, "index")}
+	if _, err := gitEnv(root, env, "read-tree", "HEAD"); err != nil {
+		return "", err
+	}
+	if _, err := gitEnv(root, env, "add", "-A"); err != nil {
+		return "", err
+	}
+	tree, err := gitEnv(root, env, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	commit, err := gitEnv(root, append(env, "GIT_AUTHOR_NAME=release", "GIT_AUTHOR_EMAIL=release@localhost",
+		"GIT_COMMITTER_NAME=release", "GIT_COMMITTER_EMAIL=release@localhost"),
+		"commit-tree", "-p", "HEAD", "-m", "work tree snapshot", strings.TrimSpace(string(tree)))
+	return strings.TrimSpace(string(commit)), err
+}
+
 func git(dir string, args ...string) ([]byte, error) {
+	return gitEnv(dir, nil, args...)
+}
+
+func gitEnv(dir string, env []string, args ...string) ([]byte, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
