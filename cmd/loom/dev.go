@@ -29,6 +29,7 @@ type devState struct {
 	URL        string         `json:"url"`
 	Kubeconfig string         `json:"kubeconfig"`
 	Processes  map[string]int `json:"processes"`
+	Registry   string         `json:"registry,omitempty"` // host:port of the image registry (registry.go)
 }
 
 const stateFile = "state.json"
@@ -72,6 +73,8 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	controllers := fs.Bool("with-controllers", false, "also run kube-controller-manager and kube-scheduler")
 	dir := stateDirFlag(fs)
 	verbose := fs.Bool("v", false, "log progress")
+	withRegistry := fs.Bool("registry", true, "serve an image registry on 127.0.0.1 for loom build image --dev-registry (images are lost at loom dev down)")
+	registryPort := fs.Int("registry-port", 0, "the registry's port on 127.0.0.1 (0: a free one, shown by loom dev status)")
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(out, "Usage: loom dev up [flags]\n\nRuns a local control plane until Ctrl-C.\n\n%s", flagUsage(fs))
@@ -95,6 +98,14 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
 
+	var reg *devRegistry
+	if *withRegistry {
+		if reg, err = startDevRegistry(*dir, *registryPort, log); err != nil {
+			return err
+		}
+		defer reg.Close()
+	}
+
 	fmt.Fprintf(out, "Starting a control plane in %s ...\n", *dir)
 	env, err := testenv.Start(ctx, testenv.Options{
 		Controllers: *controllers,
@@ -109,6 +120,9 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	defer env.Stop()
 	exe, _ := os.Executable()
 	st := devState{PID: os.Getpid(), Executable: exe, URL: env.URL, Kubeconfig: env.KubeconfigPath, Processes: env.Processes()}
+	if reg != nil {
+		st.Registry = reg.Addr
+	}
 	if err := writeState(*dir, st); err != nil {
 		return err
 	}
@@ -117,6 +131,9 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "Control plane ready at %s\n", env.URL)
 	fmt.Fprintf(out, "kubeconfig: %s\n", env.KubeconfigPath)
 	fmt.Fprintf(out, "export KUBECONFIG=%s\n", env.KubeconfigPath)
+	if reg != nil {
+		fmt.Fprintf(out, "Image registry at %s (loom build image --dev-registry --tag NAME:TAG)\n", reg.Addr)
+	}
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
 	<-ctx.Done()
 	fmt.Fprintln(out, "Stopping ...")
@@ -210,6 +227,7 @@ func printStatus(out io.Writer, dir string, st devState, readyErr error) {
 	fmt.Fprintf(out, "Dev cluster in %s: running (loom dev up, pid %d)\n", dir, st.PID)
 	fmt.Fprintf(out, "  server      %s (%s)\n", st.URL, ready)
 	fmt.Fprintf(out, "  kubeconfig  %s\n", st.Kubeconfig)
+	printRegistryStatus(out, st)
 	names := make([]string, 0, len(st.Processes))
 	for n := range st.Processes {
 		names = append(names, n)

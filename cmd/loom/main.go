@@ -7,7 +7,7 @@
 //	loom init --domain D --repo MODULE [--license apache2|none] [--dir DIR] [--project-name N]
 //	loom create api --group G --version V --kind K [--namespaced=true] [--plural P] [--dir DIR]
 //	loom create webhook --group G --version V --kind K [--dir DIR]
-//	loom dev up [--nodes N] [--with-controllers] [--state-dir DIR]
+//	loom dev up [--nodes N] [--with-controllers] [--state-dir DIR] [--registry-port N | --registry=false]
 //	loom dev down [--state-dir DIR]
 //	loom dev status [--state-dir DIR] [--wait DURATION]
 //	loom api-resources [-o wide|name] [--api-group G] [--namespaced=B] [--sort-by name|kind]
@@ -18,6 +18,8 @@
 //	loom logs POD [-c CONTAINER] [-f] [--tail N] [--since D] [--timestamps] [-p]
 //	loom scale RESOURCE NAME --replicas N
 //	loom shards RING [RESOURCE...] [--lease-namespace NS] [-n NS | -A]
+//	loom build image [--tag IMG] (--oci-layout DIR | --tarball FILE | --push | --dev-registry) [--platform linux/ARCH] [PACKAGE]
+//	loom image inspect OCI-LAYOUT-DIR | TARBALL | IMAGE-REFERENCE
 //
 // Commands that talk to a cluster take kubectl's connection flags:
 // --kubeconfig, --context, -n/--namespace, --cluster, --user, --server.
