@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools examples/custom-apiserver tools/helmcheck
 
-.PHONY: all assets build generate check-generate test vet fuzz ha-webhooks demo chaos bench-recovery bench-sharding clean
+.PHONY: all assets build generate check-generate api-check test vet fuzz ha-webhooks demo chaos bench-recovery bench-sharding release release-e2e clean
 
 all: build
 
@@ -39,13 +39,20 @@ generate: assets
 check-generate: assets
 	@bash tools/generate.sh --check
 
-# The modules with tests, each with its go test -timeout (tools/ has none).
+## api-check: compare the core module's exported API with the last
+## release's (tools/apicompat/baseline); an incompatible change fails unless
+## CHANGELOG.md's Unreleased section names it (pkg.Obj, pkg.Type.Member).
+api-check:
+	cd tools && $(GO) test -count=1 ./apicompat && $(GO) run ./apicompat
+
+# The modules with tests, each with its go test -timeout (tools/ is
+# tested by api-check).
 TEST_MODULES := .:30m bench:20m examples/custom-apiserver:10m tools/helmcheck:10m
 
 ## test: vet, the generated-files check, then race-enabled tests in every
 ## module. A module that fails to load fails the run (tools/each-module.sh,
 ## checked by tools/each-module_test.sh).
-test: assets vet check-generate
+test: assets vet check-generate api-check
 	@bash tools/each-module_test.sh
 	@# bench/metrics reads kubebuilder's Grafana dashboards from the module cache.
 	@cd bench && $(GO) mod download sigs.k8s.io/kubebuilder/v4@v4.16.0
@@ -104,5 +111,27 @@ bench-sharding: assets
 chaos: assets
 	LOOM_CHAOS_TRIALS=200 $(GO) test -race -count=1 -timeout 60m -run TestInformersSurviveChaos -v ./cache
 
+## release: the release VERSION (such as v0.1.0) as a Go module proxy in
+## RELEASE_DIR (default dist/proxy): the core module, tools and
+## tools/codegen, zipped from the committed tree (tools/release). CHANGELOG.md
+## must have a section for VERSION. Before tagging, record the release's API
+## (cd tools && go run ./apicompat -write -version VERSION) and commit it.
+## Use it with GOPROXY=file://$(RELEASE_DIR),https://proxy.golang.org
+## GONOSUMDB=github.com/loom-k8s/loom.
+RELEASE_DIR ?= dist/proxy
+release:
+	@[ -n "$(VERSION)" ] || { echo "release: set VERSION, such as make release VERSION=v0.1.0" >&2; exit 1; }
+	@[ -f tools/apicompat/baseline/$(VERSION).gcexport ] || echo "release: warning: no API baseline for $(VERSION) (cd tools && go run ./apicompat -write -version $(VERSION))" >&2
+	cd tools && $(GO) run ./release -root .. -version $(VERSION) -out $(abspath $(RELEASE_DIR))
+
+## release-e2e: docs/getting-started.md as a user outside this repository
+## runs it, from a release of this tree at v0.1.0 (cmd/loom
+## TestGettingStarted with LOOM_RELEASE_VERSION): go install loom@v0.1.0
+## from a file module proxy, empty HOME, GOPATH, module and build caches;
+## the control-plane binaries from the per-user cache. make test runs the
+## same page from a release at a version of its own, with warm caches.
+release-e2e: assets
+	cd cmd/loom && LOOM_RELEASE_VERSION=v0.1.0 LOOM_COLD_GOCACHE=1 $(GO) test -count=1 -v -run '^TestGettingStarted$$' -timeout 60m .
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
