@@ -14,11 +14,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/shard"
 	"github.com/loom-k8s/loom/tracing"
 	"github.com/loom-k8s/loom/workqueue"
 )
@@ -56,13 +56,29 @@ type Options struct {
 	// queues keys and a span per reconcile (see package tracing). The
 	// zero value is off.
 	Tracing tracing.Options
-	// Shard, set by a sharded manager, is this replica's shard of a ring
-	// (see package shard). A controller of a sharded kind then runs on
-	// every replica instead of the leader only, and reconciles only the
-	// objects of the buckets its shard holds (see shard.Shard.Begin); when
-	// its shard takes a bucket, it queues the bucket's cached objects.
-	// Controllers of other kinds ignore it. Default nil: not sharded.
-	Shard *shard.Shard
+	// Partition, set by a sharded manager to this replica's shard of a
+	// ring (package shard), gives the controller a part of its kind's
+	// objects. A controller of a partitioned kind then runs on every
+	// replica instead of the leader only, reconciles only the objects its
+	// part holds, and queues the cached objects the part takes.
+	// Controllers of other kinds ignore it. Default nil: every object.
+	Partition Partition
+}
+
+// A Partition divides the objects of some kinds among replicas, each
+// replica's controllers reconciling only their part; *shard.Shard
+// implements it.
+type Partition interface {
+	// Sharded reports whether the objects of kind gk are divided.
+	Sharded(gk schema.GroupKind) bool
+	// Begin asks to reconcile obj, of kind gk: false when it is not in
+	// this part, or is being handed to another. Otherwise the reconcile
+	// goes ahead and calls end when it is over.
+	Begin(gk schema.GroupKind, obj metav1.Object) (end func(), ok bool)
+	// Taken returns a channel that receives, each time this part takes
+	// objects of kind gk, a function reporting whether an object is one of
+	// them, until ctx ends. It is subscribed when Taken returns.
+	Taken(ctx context.Context, gk schema.GroupKind) <-chan func(obj metav1.Object) bool
 }
 
 // Metrics observes reconciles; the manager's Prometheus registry
@@ -116,7 +132,7 @@ type Controller[T client.Object] struct {
 	queue     *workqueue.Queue[Request]
 	primary   *cache.Informer[T]
 	kind      schema.GroupVersionKind // T's, for owner references
-	shard     *shard.Shard            // when T is sharded
+	part      Partition               // when T is partitioned
 
 	mu      sync.Mutex
 	synced  []cache.Syncer // the sources' handler registrations
@@ -151,8 +167,8 @@ func New[E any, T interface {
 	if opts.Tracing.Provider == nil {
 		opts.Tracing = def.Tracing
 	}
-	if opts.Shard == nil {
-		opts.Shard = def.Shard
+	if opts.Partition == nil {
+		opts.Partition = def.Partition
 	}
 	c := newController(opts, reconcile, typeName[E]())
 	f := mgr.Factory()
@@ -174,8 +190,8 @@ func New[E any, T interface {
 	} else if gvk, ok := client.KindOf(T(new(E)), f.ClientOptions().Scheme); ok {
 		c.kind = gvk
 	}
-	if opts.Shard != nil && opts.Shard.Sharded(c.kind.GroupKind()) {
-		c.shard = opts.Shard
+	if opts.Partition != nil && opts.Partition.Sharded(c.kind.GroupKind()) {
+		c.part = opts.Partition
 	}
 	if err := mgr.Add(c); err != nil {
 		errs = append(errs, err)
@@ -277,11 +293,11 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	}
 	c.log.Info("starting workers", "workers", c.opts.Workers)
 	var wg sync.WaitGroup
-	if c.shard != nil {
+	if c.part != nil {
 		// Subscribed before any worker can refuse a key, so that no take
-		// of a bucket goes unseen after a refusal.
-		changes := c.shard.Changes()
-		wg.Go(func() { c.watchBuckets(ctx, changes) })
+		// goes unseen after a refusal.
+		taken := c.part.Taken(ctx, c.kind.GroupKind())
+		wg.Go(func() { c.queueTaken(ctx, taken) })
 	}
 	for range c.opts.Workers {
 		wg.Go(func() {
@@ -369,10 +385,10 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 	if !ok {
 		return Result{}, false, nil // gone: nothing to reconcile (finalizers handle cleanup)
 	}
-	if c.shard != nil {
-		// Not this shard's, or being handed over: the shard that takes
-		// its bucket queues it (see watchBuckets).
-		end, ok := c.shard.Begin(c.kind.GroupKind(), obj)
+	if c.part != nil {
+		// Not this part's, or being handed over: the part that takes it
+		// queues it (see queueTaken).
+		end, ok := c.part.Begin(c.kind.GroupKind(), obj)
 		if !ok {
 			return Result{}, false, nil
 		}
@@ -397,6 +413,6 @@ func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger)
 }
 
 // NeedLeaderElection reports whether the controller runs only on the
-// leader: true, except for a sharded controller (see Options.Shard), which
-// runs on every replica.
-func (c *Controller[T]) NeedLeaderElection() bool { return c.shard == nil }
+// leader: true, except for a partitioned controller (see
+// Options.Partition), which runs on every replica.
+func (c *Controller[T]) NeedLeaderElection() bool { return c.part == nil }

@@ -372,7 +372,7 @@ func (m *Manager) WebhookMetrics() webhook.Metrics { return m.metrics }
 // metrics and logger; adjust Workers and the rest before passing them to
 // controller.New.
 func (m *Manager) ControllerOptions() controller.Options {
-	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log, Tracing: m.opts.Tracing, Shard: m.shard}
+	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log, Tracing: m.opts.Tracing, Partition: m.partition()}
 }
 
 // ShardWebhook serves the sharding assignment webhook (see shard.Admission)
@@ -394,6 +394,15 @@ func (m *Manager) ShardWebhook(srv *webhook.Server) (string, error) {
 
 // Shard returns this replica's shard, or nil without sharding.
 func (m *Manager) Shard() *shard.Shard { return m.shard }
+
+// partition is the controllers' Partition: the shard, or nil (not a nil
+// *shard.Shard in an interface).
+func (m *Manager) partition() controller.Partition {
+	if m.shard == nil {
+		return nil
+	}
+	return m.shard
+}
 
 // Registry returns the manager's Prometheus registry, for a program's
 // own metrics: what is registered there is served on /metrics too.

@@ -187,6 +187,39 @@ func (s *Shard) Held() [Buckets]uint64 {
 	return s.held
 }
 
+// Taken returns a channel that receives, each time this shard takes
+// buckets, a function reporting whether an object of kind gk is in one of
+// them (taken since the previous receive), until ctx ends. It subscribes
+// before it returns (see [Shard.Changes]). A sharded controller queues
+// the cached objects it reports: their reconciles were refused until then
+// (see [Shard.Begin]). It makes *Shard a controller.Partition.
+func (s *Shard) Taken(ctx context.Context, gk schema.GroupKind) <-chan func(obj metav1.Object) bool {
+	changes := s.Changes()
+	out := make(chan func(metav1.Object) bool)
+	go func() {
+		var had [Buckets]uint64
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+			}
+			held, prev := s.Held(), had
+			took := func(obj metav1.Object) bool {
+				b := Bucket(Key(gk, obj))
+				return held[b] != 0 && held[b] != prev[b]
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case out <- took:
+			}
+			had = held
+		}
+	}()
+	return out
+}
+
 // Changes returns a channel that receives a value after this shard takes
 // buckets (one value for any number of changes not yet received). A
 // sharded controller then queues the cached objects of those buckets,
