@@ -28,26 +28,38 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-// TestGettingStarted is the acceptance test of `loom init` and `loom create
-// api`, and it runs docs/getting-started.md: every ```sh block of the page,
-// in order, in one bash script (blocks headed "# terminal N" run in the
-// background, as in a second terminal; "# Ctrl-C in terminal N" interrupts
-// one). That scaffolds a project into a temporary folder, points it at
-// this checkout (go mod edit -replace), runs its make generate and make
-// test (whose e2e test runs the generated reconciler against testenv, as
-// its service account, and checks the generated role is least-privilege),
-// then starts `loom dev up` (the real binary, its state under a temporary
-// XDG_CACHE_HOME) and `make run` with the webhooks served locally, and
-// waits for the sample to be defaulted by its webhook and Ready. Then it
-// checks that re-running skips every file and changes none, that the
-// project needs neither client-go nor controller-runtime, and that the
-// Helm chart renders what config/ does, webhooks included (tools/helmcheck).
+// TestGettingStarted is the acceptance test of Loom's release and of
+// `loom init`, `loom create` and `loom assets`, and it runs
+// docs/getting-started.md: every ```sh block of the page, in order, in one
+// bash script (blocks headed "# terminal N" run in the background, as in a
+// second terminal; "# Ctrl-C in terminal N" interrupts one).
 //
-// SLOW: a minute or two with warm module and build caches; longer the
-// first time (helmcheck builds Helm). -short skips it.
+// It runs the page as a user outside this repository would. The work tree
+// is released (tools/release) into a file module proxy at a version of its
+// own, v<the CHANGELOG's latest>-test.<time>, or $LOOM_RELEASE_VERSION;
+// the script's HOME, GOPATH and module cache are empty (so is its build
+// cache with LOOM_COLD_GOCACHE set: the go command keys compiled packages
+// of a module version by the version alone, so a fixed version needs it),
+// and GOPROXY reads that folder first. LOOM_ASSETS is the per-user cache's
+// folder of control-plane binaries, outside the repository.
+//
+// The page installs loom from the release, scaffolds a project, runs its
+// make generate and make test (whose e2e test runs the generated
+// reconciler against testenv, as its service account, and checks the
+// generated role is least-privilege), starts `loom dev up` and `make run`
+// with the webhooks served locally, waits for the sample to be defaulted
+// by its webhook and Ready, builds the image and deploys it with make
+// deploy. Then the test checks that the image is reproducible and runs as
+// 65532, that the applied Deployment runs IMG, that re-running the
+// scaffold skips every file and changes none, that the project needs
+// neither client-go nor controller-runtime, and that the Helm chart
+// renders what config/ does, webhooks included (tools/helmcheck).
+//
+// SLOW: a few minutes with a warm build cache; longer the first time
+// (helmcheck builds Helm). -short skips it.
 func TestGettingStarted(t *testing.T) {
 	if testing.Short() {
-		t.Skip("slow acceptance test (scaffolds, builds and runs a project)")
+		t.Skip("slow acceptance test (releases, scaffolds, builds and runs a project)")
 	}
 	assets := testenv.AssetsDir()
 	for _, b := range []string{"kube-apiserver", "etcd", "kubectl", "controller-gen-" + controllerToolsVersion} {
@@ -59,35 +71,65 @@ func TestGettingStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	binDir := filepath.Join(tmp, "bin")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(binDir, "loom"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+
+	version := os.Getenv("LOOM_RELEASE_VERSION")
+	if version == "" {
+		changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\]`).FindSubmatch(changelog)
+		if m == nil {
+			t.Fatal("CHANGELOG.md has no released version")
+		}
+		version = fmt.Sprintf("v%s-test.%d", m[1], time.Now().UnixNano())
 	}
-	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
-	if err != nil {
+	proxy := filepath.Join(tmp, "proxy")
+	release := exec.CommandContext(ctx, "go", "run", "./release", "-root", root, "-rev", "worktree", "-version", version, "-out", proxy)
+	release.Dir = filepath.Join(root, "tools")
+	if out, err := release.CombinedOutput(); err != nil {
+		t.Fatalf("releasing the work tree as %s: %v\n%s", version, err, out)
+	}
+	goEnv := func(name string) string {
+		out, err := exec.Command("go", "env", name).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gocache := goEnv("GOCACHE")
+	if os.Getenv("LOOM_COLD_GOCACHE") != "" {
+		gocache = filepath.Join(tmp, "gocache")
+	}
+	home, gopath := filepath.Join(tmp, "home"), filepath.Join(tmp, "gopath")
+	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cacheHome := filepath.Join(tmp, "cache") // loom dev's state: cache/loom/dev
 	env := append(os.Environ(),
-		"PATH="+binDir+string(os.PathListSeparator)+assets+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HOME="+home, "GOPATH="+gopath, "GOMODCACHE=", "GOCACHE="+gocache,
+		"GOPROXY=file://"+proxy+","+goEnv("GOPROXY"), "GONOSUMDB=github.com/loom-k8s/loom",
+		"PATH="+filepath.Join(gopath, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"LOOM_ASSETS="+assets,
 		"XDG_CACHE_HOME="+cacheHome,
-		"GOCACHE="+strings.TrimSpace(string(gocache)), // not under the new XDG_CACHE_HOME
 		"KUBECONFIG=", "GOWORK=off",
 	)
+	loom := filepath.Join(gopath, "bin", "loom")
 	t.Cleanup(func() {
 		// In case the script stopped before its own loom dev down.
-		_ = exec.Command(filepath.Join(binDir, "loom"), "dev", "down", "--state-dir", filepath.Join(cacheHome, "loom", "dev")).Run()
+		_ = exec.Command(loom, "dev", "down", "--state-dir", filepath.Join(cacheHome, "loom", "dev")).Run()
+		// The module cache is read-only; let t.TempDir remove it.
+		_ = exec.Command("chmod", "-R", "u+w", tmp).Run()
 	})
 
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "getting-started.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, err := docScript(string(doc), map[string]string{"/path/to/loom": root}, tmp)
+	script, err := docScript(string(doc), nil, tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +144,11 @@ func TestGettingStarted(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	t.Logf("docs/getting-started.md ran in %v", time.Since(start).Round(time.Second))
+	for line := range strings.Lines(out.String()) {
+		if strings.HasPrefix(line, "+ [") { // each command, with the seconds since the start
+			t.Log(strings.TrimSpace(line))
+		}
+	}
 	if err != nil {
 		logs, _ := filepath.Glob(filepath.Join(tmp, "terminal-*.log"))
 		for _, l := range logs {
@@ -110,7 +157,9 @@ func TestGettingStarted(t *testing.T) {
 		}
 		t.Fatalf("running docs/getting-started.md: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"condition met", "controller-gen webhook", "kubectl kustomize config/webhook", "ok  \tgithub.com/example/memcached-operator/internal/controller"} {
+	const img = "example.com/memcached-operator:v0.0.1"
+	for _, want := range []string{"loom " + version + " ", "condition met", "controller-gen webhook", "kubectl kustomize config/webhook",
+		"ok  \tgithub.com/example/memcached-operator/internal/controller", "\n" + img + "\n", "serverside-applied (server dry run)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("running docs/getting-started.md: no %q in the output:\n%s", want, out.String())
 		}
@@ -128,8 +177,22 @@ func TestGettingStarted(t *testing.T) {
 		return string(out)
 	}
 
+	// The image: the same digest when built again, user 65532, the
+	// operator as its entrypoint.
+	inspect := func() string {
+		t.Helper()
+		return run(project, loom, "image", "inspect", "bin/image")
+	}
+	first := inspect()
+	run(project, "make", "image", "IMG="+img)
+	if again := inspect(); again != first {
+		t.Errorf("make image gave another image the second time:\n%s\n%s", first, again)
+	}
+	if !regexp.MustCompile(`(?m)^user\s+65532:65532$`).MatchString(first) || !regexp.MustCompile(`(?m)^entrypoint\s+\[?"?/`).MatchString(first) {
+		t.Errorf("the image does not run its entrypoint as 65532:\n%s", first)
+	}
+
 	// Re-running never overwrites: every file is skipped, none made.
-	loom := filepath.Join(binDir, "loom")
 	again := run(project, loom, "init", "--domain", "example.com", "--repo", "github.com/example/memcached-operator") +
 		run(project, loom, "create", "api", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached") +
 		run(project, loom, "create", "webhook", "--group", "cache", "--version", "v1alpha1", "--kind", "Memcached")
@@ -146,9 +209,15 @@ func TestGettingStarted(t *testing.T) {
 	}
 
 	// The chart renders what config/ does.
-	hc := run(filepath.Join(root, "tools", "helmcheck"), "go", "run", ".", "-namespace", "memcached-operator-system",
+	// (In this repository's environment: Helm's modules are not the user's.)
+	helmcheck := exec.CommandContext(ctx, "go", "run", ".", "-namespace", "memcached-operator-system",
 		"-set", "createNamespace=true", filepath.Join(project, "chart"), filepath.Join(project, "config"))
-	t.Log(strings.TrimSpace(hc))
+	helmcheck.Dir = filepath.Join(root, "tools", "helmcheck")
+	hc, err := helmcheck.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tools/helmcheck: %v\n%s", err, hc)
+	}
+	t.Log(strings.TrimSpace(string(hc)))
 }
 
 // docScript turns a Markdown page's ```sh blocks into one bash script, with
@@ -189,7 +258,7 @@ trap 'for n in "${!term[@]}"; do stop "$n"; done' EXIT
 			if strings.HasPrefix(strings.TrimSpace(line), "#") || strings.TrimSpace(line) == "" {
 				continue
 			}
-			fmt.Fprintf(&sb, "echo %q\n%s", "+ "+strings.TrimSpace(line), line)
+			fmt.Fprintf(&sb, "echo \"+ [${SECONDS}s] \"%q\n%s", strings.TrimSpace(line), line)
 		}
 	}
 	return sb.String(), nil
