@@ -72,9 +72,9 @@
 // namespace is given. Internally objects live in a slice addressed by
 // 32-bit ids; an index set is a sorted slice of ids (4 bytes per member)
 // or, once it holds at least 1 in 32 of the objects, a bitmap (a label
-// every object has costs one bit per object). With a label index the
-// store still adds less memory per object than client-go's Indexer with
-// only a namespace index; docs/performance.md has the figures.
+// every object has costs one bit per object). The store's own memory
+// beside client-go's Indexer is measured by the benchmarks in bench/
+// (docs/performance.md says how to run them).
 //
 // # Deltas and tombstones
 //

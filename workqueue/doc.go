@@ -91,6 +91,6 @@
 // large backlog holds no per-item heap objects for the garbage collector
 // to trace, and in steady state Add, Get, Done and AddAfter allocate
 // nothing. A queue that empties after a burst of more than 2048 items
-// releases its buffers. docs/performance.md compares it with client-go's
-// workqueue.
+// releases its buffers. bench/ compares it with client-go's workqueue
+// (docs/performance.md says how to run it).
 package workqueue
