@@ -11,15 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,7 +29,6 @@ import (
 	"github.com/loom-k8s/loom/events"
 	"github.com/loom-k8s/loom/leaderelection"
 	"github.com/loom-k8s/loom/rest"
-	"github.com/loom-k8s/loom/shard"
 	"github.com/loom-k8s/loom/tracing"
 	"github.com/loom-k8s/loom/webhook"
 )
@@ -70,39 +66,6 @@ type LeaderElection struct {
 	// 15 s, 10 s, 2 s).
 	Identity                                  string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
-
-// Sharding configures a sharded manager (see package shard): every
-// replica runs the controllers of the sharded kinds on its own share of
-// their objects, instead of one leader running them on all. The zero value
-// means no sharding.
-type Sharding struct {
-	// Ring names the ring of replicas and turns sharding on. Objects of
-	// the sharded kinds carry the label "bucket.shard.loom.dev/<Ring>"
-	// holding their bucket (shard.BucketLabel).
-	Ring string
-	// Namespace holds the replicas' shard Leases. Default: the namespace
-	// of LeaderElection. One of the two is required.
-	Namespace string
-	// Kinds are the sharded kinds: the kinds of the sharded controllers,
-	// and the kinds of the objects those controllers own (through a
-	// controller owner reference), which share their owner's bucket and so
-	// its shard. Informers of these kinds hold the objects of the buckets
-	// this replica claims; informers of other kinds hold everything. A
-	// controller of one of these kinds runs on every replica, and
-	// reconciles the objects of the buckets its replica holds.
-	Kinds []schema.GroupKind
-	// Identity names this replica's shard. Default: LeaderElection's
-	// Identity, or else the host name and a random suffix.
-	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod are those of the shard
-	// Lease, as in shard.MemberOptions (defaults 15 s, 10 s, 2 s). A
-	// replica that cannot renew within RenewDeadline stops: Start returns
-	// shard.ErrShardLost.
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// SyncPeriod is the time between the leader's passes over the sharded
-	// objects (shard.AssignerOptions.SyncPeriod). Default 1 min.
-	SyncPeriod time.Duration
 }
 
 // Options configure [New]. The zero value is valid.
@@ -205,9 +168,7 @@ type Manager struct {
 	factory  *cache.Factory
 	recorder *events.Recorder
 	metrics  *metrics
-	shard    *shard.Shard   // with sharding
-	members  *shard.Members // with sharding
-	member   *shard.Member  // with sharding
+	sharded  *sharded // with sharding
 
 	mu        sync.Mutex
 	runnables []Runnable
@@ -228,44 +189,13 @@ var errStarted = fmt.Errorf("manager: %w", cache.ErrAlreadyStarted)
 // kubeconfig, or the in-cluster service account) describes. It makes no
 // request.
 func New(opts Options) (*Manager, error) {
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = 30 * time.Second
-	}
-	if opts.EventsController == "" {
-		opts.EventsController = "loom"
-	}
-	if err := checkServers(opts); err != nil {
+	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	} else if opts.Tracing.Enabled() {
-		log = slog.New(tracing.LogHandler(log.Handler()))
-	}
-	var cfg config.Config
-	if opts.Config != nil {
-		cfg = *opts.Config
-	} else {
-		c, err := config.Load(config.LoadOptions{InClusterFallback: true})
-		if err != nil {
-			return nil, fmt.Errorf("manager: %w", err)
-		}
-		cfg = c
-	}
-	if sh := &opts.Sharding; sh.Ring != "" {
-		le := &opts.LeaderElection
-		sh.Namespace = cmp.Or(sh.Namespace, le.Namespace)
-		if sh.Namespace == "" {
-			return nil, fmt.Errorf("manager: %w: Sharding.Namespace (or LeaderElection.Namespace) is required", shard.ErrInvalid)
-		}
-		sh.Identity = cmp.Or(sh.Identity, le.Identity, shard.DefaultIdentity())
-		if !le.Enabled {
-			le.Enabled = true
-			le.Namespace = cmp.Or(le.Namespace, sh.Namespace)
-			le.Name = cmp.Or(le.Name, sh.Ring+"-leader")
-		}
-		le.Identity = cmp.Or(le.Identity, sh.Identity)
+	log := newLogger(opts)
+	cfg, err := restConfig(opts)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
 	}
 	m, err := newMetrics(opts.Registry)
 	if err != nil {
@@ -281,8 +211,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	mapper := opts.Mapper
 	if mapper == nil {
-		disc := discovery.NewCached(discovery.New(rc, discovery.Options{}), discovery.CacheOptions{})
-		mapper = discovery.NewMapper(disc, discovery.MapperOptions{})
+		mapper = discovery.NewMapper(discovery.NewCached(discovery.New(rc, discovery.Options{}), discovery.CacheOptions{}), discovery.MapperOptions{})
 	}
 	rec, err := events.New(rc, events.Options{Controller: opts.EventsController, Scheme: opts.Scheme, Logger: log})
 	if err != nil {
@@ -292,47 +221,20 @@ func New(opts Options) (*Manager, error) {
 		Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper},
 		Namespace: opts.Namespace, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
 	}
-	var sh *shard.Shard
-	var members *shard.Members
-	var member *shard.Member
-	var mgr *Manager
-	if s := opts.Sharding; s.Ring != "" {
-		leases, err := client.For[coordinationv1.Lease](rc, client.Options{})
-		if err != nil {
+	var sh *sharded
+	if opts.Sharding.Ring != "" {
+		if sh, err = newSharded(rc, opts.Sharding, m, log); err != nil {
 			return nil, fmt.Errorf("manager: %w", err)
 		}
-		members, err = shard.NewMembers(leases, shard.MembersOptions{Ring: s.Ring, Namespace: s.Namespace, Logger: log})
-		if err != nil {
-			return nil, fmt.Errorf("manager: %w", err)
-		}
-		member, err = shard.NewMember(leases, shard.MemberOptions{
-			Ring: s.Ring, Namespace: s.Namespace, Identity: s.Identity,
-			LeaseDuration: s.LeaseDuration, RenewDeadline: s.RenewDeadline, RetryPeriod: s.RetryPeriod, Logger: log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("manager: %w", err)
-		}
-		sh, err = shard.New(shard.ShardOptions{
-			Ring: s.Ring, Identity: s.Identity, Kinds: s.Kinds, Members: members, Member: member, Metrics: m, Logger: log,
-			Relist: func(ctx context.Context) error { return mgr.factory.Relist(ctx, s.Kinds...) },
-			Narrow: func(ctx context.Context, keep func(metav1.Object) bool) error {
-				return mgr.factory.Narrow(ctx, func(o client.Object) bool { return keep(o) }, s.Kinds...)
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("manager: %w", err)
-		}
-		fopts.KindSelector = func(gk schema.GroupKind) string {
-			if sh.Sharded(gk) {
-				return sh.Selector()
-			}
-			return ""
-		}
+		fopts.KindSelector = sh.selector
 	}
-	mgr = &Manager{
-		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, shard: sh, members: members, member: member,
-		clients: map[clientKey]any{}, addrs: map[string]net.Addr{},
-		factory: cache.NewFactory(rc, fopts),
+	factory := cache.NewFactory(rc, fopts)
+	if sh != nil {
+		sh.factory = factory
+	}
+	mgr := &Manager{
+		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, sharded: sh,
+		clients: map[clientKey]any{}, addrs: map[string]net.Addr{}, factory: factory,
 	}
 	mgr.runnables = append(mgr.runnables, rec)
 	mgr.healthz = []probeCheck{{"ping", func(*http.Request) error { return nil }}}
@@ -341,6 +243,39 @@ func New(opts Options) (*Manager, error) {
 		mgr.readyz = append(mgr.readyz, probeCheck{"leader-election", mgr.leaseHealthy})
 	}
 	return mgr, nil
+}
+
+// defaults fills in opts' defaults and checks them.
+func (opts *Options) defaults() error {
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	opts.EventsController = cmp.Or(opts.EventsController, "loom")
+	if err := checkServers(*opts); err != nil {
+		return err
+	}
+	return opts.Sharding.defaults(&opts.LeaderElection)
+}
+
+// newLogger is opts.Logger (discarding when nil), with trace and span
+// IDs added to its lines when tracing is on.
+func newLogger(opts Options) *slog.Logger {
+	switch {
+	case opts.Logger == nil:
+		return slog.New(slog.DiscardHandler)
+	case opts.Tracing.Enabled():
+		return slog.New(tracing.LogHandler(opts.Logger.Handler()))
+	}
+	return opts.Logger
+}
+
+// restConfig is opts.Config, or else the kubeconfig, or else the
+// in-cluster service account's.
+func restConfig(opts Options) (config.Config, error) {
+	if opts.Config != nil {
+		return *opts.Config, nil
+	}
+	return config.Load(config.LoadOptions{InClusterFallback: true})
 }
 
 // ClientOptions returns the client options for this manager's types: its
@@ -373,35 +308,6 @@ func (m *Manager) WebhookMetrics() webhook.Metrics { return m.metrics }
 // controller.New.
 func (m *Manager) ControllerOptions() controller.Options {
 	return controller.Options{Metrics: m.metrics, QueueMetrics: m.metrics.queues, Logger: m.log, Tracing: m.opts.Tracing, Partition: m.partition()}
-}
-
-// ShardWebhook serves the sharding assignment webhook (see shard.Admission)
-// on srv, the manager's webhook server (see Webhooks), and returns its
-// path. A MutatingWebhookConfiguration with the webhook of
-// shard.MutatingWebhook, pointed at that path, then labels new objects of
-// the sharded kinds as they are created; without it, the leader labels
-// them a moment later. It fails when sharding is off.
-func (m *Manager) ShardWebhook(srv *webhook.Server) (string, error) {
-	if m.shard == nil {
-		return "", errors.New("manager: ShardWebhook: sharding is off (Options.Sharding)")
-	}
-	path := "/shard-" + m.opts.Sharding.Ring
-	srv.Register(path, webhook.Admission(shard.Admission(shard.AdmissionOptions{
-		Ring: m.opts.Sharding.Ring, Kinds: m.opts.Sharding.Kinds, Metrics: m.metrics,
-	})))
-	return path, nil
-}
-
-// Shard returns this replica's shard, or nil without sharding.
-func (m *Manager) Shard() *shard.Shard { return m.shard }
-
-// partition is the controllers' Partition: the shard, or nil (not a nil
-// *shard.Shard in an interface).
-func (m *Manager) partition() controller.Partition {
-	if m.shard == nil {
-		return nil
-	}
-	return m.shard
 }
 
 // Registry returns the manager's Prometheus registry, for a program's
@@ -506,8 +412,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	shardCtx, stopShard := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopShard()
 	runCtx := ctx
-	if m.shard != nil {
-		member, assigner, err := m.sharding(ctx, &wg)
+	if m.sharded != nil {
+		member, assigner, err := m.startSharding(ctx, &wg)
 		if err != nil {
 			return err
 		}
@@ -597,24 +503,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	return cause
 }
 
-// sharding makes the parts of a sharded manager: it starts the watch of
-// the ring's Leases and the hand-over of buckets, and returns this
-// replica's shard Lease (to run until everything else has stopped) and
-// the assigner (a leader runnable).
-func (m *Manager) sharding(ctx context.Context, wg *sync.WaitGroup) (*shard.Member, *shard.Assigner, error) {
-	s := m.opts.Sharding
-	assigner, err := shard.NewAssigner(m.rc, shard.AssignerOptions{
-		Ring: s.Ring, Members: m.members, Kinds: s.Kinds, Mapper: m.mapper, Namespace: m.opts.Namespace,
-		SyncPeriod: s.SyncPeriod, Metrics: m.metrics, Logger: m.log,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("manager: %w", err)
-	}
-	wg.Go(func() { _ = m.members.Start(ctx) })
-	wg.Go(func() { _ = m.shard.Start(ctx) })
-	return m.member, assigner, nil
-}
-
 // CachedClient returns the manager's client for objects of type E (such
 // as appsv1.Deployment, or a custom type of the Scheme): it reads from
 // the manager's shared informer for E, reading its own writes (see
@@ -672,29 +560,10 @@ func newCachedClient[E any, T interface {
 		return nil, err
 	}
 	var ccopts cache.CachedClientOptions
-	if m.shard != nil {
+	if m.sharded != nil {
 		ccopts.BeforeWrite = m.keepBucket(live.Resource)
 	}
 	return cache.NewCachedClient(live, inf, ccopts)
-}
-
-// keepBucket returns the hook by which a sharded manager's cached clients
-// give each object of a sharded kind they create or update its bucket
-// label (shard.SetBucket). An object created is then in its shard's cache
-// (an owned one in its owner's) from its first watch event, without the
-// webhook or the leader labelling it; an update that replaced the labels
-// keeps it there. resource tells the client's kind.
-func (m *Manager) keepBucket(resource func(context.Context) (client.Resource, error)) func(context.Context, client.Object) error {
-	return func(ctx context.Context, obj client.Object) error {
-		res, err := resource(ctx)
-		if err != nil {
-			return err
-		}
-		if gk := res.Kind.GroupKind(); slices.Contains(m.opts.Sharding.Kinds, gk) {
-			shard.SetBucket(m.opts.Sharding.Ring, gk, obj)
-		}
-		return nil
-	}
 }
 
 // SignalContext returns a context that ends on SIGINT or SIGTERM: what a
