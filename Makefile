@@ -14,7 +14,7 @@ KUBECTL := $(ASSETS)/kubectl
 # Every Go module in the repository; the core first.
 MODULES := . bench tools examples/custom-apiserver tools/helmcheck
 
-.PHONY: all assets build generate check-generate api-check test vet fuzz ha-webhooks demo chaos bench-recovery bench-sharding release release-e2e clean
+.PHONY: all assets build generate check-generate api-check test vet fuzz ha-webhooks demo chaos bench-recovery bench-sharding release release-e2e node-deps real-nodes clean
 
 all: build
 
@@ -52,7 +52,7 @@ TEST_MODULES := .:30m bench:20m examples/custom-apiserver:10m tools/helmcheck:10
 ## test: vet, the generated-files check, then race-enabled tests in every
 ## module. A module that fails to load fails the run (tools/each-module.sh,
 ## checked by tools/each-module_test.sh).
-test: assets vet check-generate api-check
+test: assets node-deps vet check-generate api-check
 	@bash tools/each-module_test.sh
 	@# bench/metrics reads kubebuilder's Grafana dashboards from the module cache.
 	@cd bench && $(GO) mod download sigs.k8s.io/kubebuilder/v4@v4.16.0
@@ -110,6 +110,22 @@ bench-sharding: assets
 ## chaos: the informer chaos trials at length (200 trials instead of the 20 of make test).
 chaos: assets
 	LOOM_CHAOS_TRIALS=200 $(GO) test -race -count=1 -timeout 60m -run TestInformersSurviveChaos -v ./cache
+
+## node-deps: install what real nodes need (containerd, runc, the CNI
+## plugins, iptables, nftables, conntrack) with apt-get when missing
+## (tools/node-deps.sh). Without them the real-node tests skip and say why;
+## with CI=true a failed install fails the run, so they cannot silently
+## stop running.
+node-deps:
+	@bash tools/node-deps.sh
+
+## real-nodes: the real-node tests (kubelet, containerd and runc running
+## Pods; make test runs them too), then real against fake node figures,
+## appended to testenv/results/$(date)-real-nodes.txt (docs/dev-cluster.md).
+real-nodes: assets node-deps
+	$(GO) test -count=1 -v -run '^(TestRealNode|TestNodeConfigs|TestCRIMessages)' -timeout 20m ./testenv
+	cd cmd/loom && $(GO) test -count=1 -v -run '^TestDevRealNodeLogs$$' -timeout 20m .
+	LOOM_NODE_FIGURES=$(CURDIR)/testenv/results/$$(date +%F)-real-nodes.txt $(GO) test -count=1 -v -run '^TestNodeFigures$$' -timeout 20m ./testenv
 
 ## release: the release VERSION (such as v0.1.0) as a Go module proxy in
 ## RELEASE_DIR (default dist/proxy): the core module, tools and

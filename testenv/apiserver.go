@@ -54,6 +54,12 @@ func (e *Env) startAPIServer(ctx context.Context, bin string) error {
 		return fmt.Errorf("testenv: write kubeconfig: %w", err)
 	}
 
+	// Real kubelets are authorized as nodes (system:node:<name>) by the
+	// Node authorizer, and kept to their own Node by NodeRestriction.
+	authorizationMode := "RBAC"
+	if e.opts.RealNodes > 0 {
+		authorizationMode = "Node,RBAC"
+	}
 	args := []string{
 		"--etcd-servers=" + e.EtcdURL,
 		"--bind-address=127.0.0.1",
@@ -64,7 +70,7 @@ func (e *Env) startAPIServer(ctx context.Context, bin string) error {
 		"--client-ca-file=" + e.path("ca.crt"),
 		"--token-auth-file=" + e.path("tokens.csv"),
 		"--anonymous-auth=false", // a request without credentials gets 401, not 403
-		"--authorization-mode=RBAC",
+		"--authorization-mode=" + authorizationMode,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + e.path("sa.pub"),
 		"--service-account-signing-key-file=" + e.path("sa.key"),
@@ -94,6 +100,15 @@ func (e *Env) startAPIServer(ctx context.Context, bin string) error {
 	}
 	if e.opts.Tracing {
 		args = append(args, "--tracing-config-file="+e.path(tracingConfigFile))
+	}
+	if e.opts.RealNodes > 0 {
+		// kube-apiserver authenticates to real kubelets (logs, exec) as
+		// kubeletClientUser.
+		args = append(args,
+			"--kubelet-client-certificate="+e.path("kubelet-client.crt"),
+			"--kubelet-client-key="+e.path("kubelet-client.key"),
+			"--enable-admission-plugins=NodeRestriction",
+		)
 	}
 	args = append(args, e.opts.APIServerArgs...)
 	p, err := e.addProc("kube-apiserver", bin, args)

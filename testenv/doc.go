@@ -1,6 +1,7 @@
 // Package testenv runs a real Kubernetes control plane on this machine for
 // tests: etcd and kube-apiserver, and optionally kube-controller-manager,
-// kube-scheduler and kwok with fake nodes.
+// kube-scheduler, kwok with fake nodes, and real nodes (kubelet and
+// containerd) where Pods run.
 //
 // It is public because Loom's users need the same thing for their own
 // operators' tests, as envtest serves controller-runtime users.
@@ -56,6 +57,46 @@
 // loopback addresses), and WaitAPIServiceAvailable waits until
 // kube-apiserver has reached it. ServingCert issues the server a
 // certificate for LocalAPIServiceHost, the name kube-apiserver checks.
+//
+// # Real nodes
+//
+// Options.RealNodes starts real nodes beside the control plane, so that
+// Pods really run: each node is a kubelet with a containerd of its own, on
+// this machine, with no Docker and nothing downloaded. They need Linux,
+// root, and containerd, runc and the CNI plugins (Debian's containerd, runc
+// and containernetworking-plugins packages; tools/node-deps.sh in a Loom
+// checkout installs them); where something is missing, Start fails with a
+// *RealNodesUnavailableError (errors.Is ErrRealNodesUnavailable) that names
+// it and the command that installs it. Fake nodes (Options.Nodes) need
+// none of it, and both kinds can run in one env.
+//
+// Nothing is pulled: Env.ImportImage loads an image (a go-containerregistry
+// v1.Image, such as the images `loom build image` makes) into
+// every node, and Pods use imagePullPolicy Never or IfNotPresent. The pause
+// image every Pod sandbox runs is built at Start from a small Go program.
+//
+// Every node's containerd keeps its data, state and socket in the state
+// folder; kubelet runs under a cgroup of the env's own, in a mount
+// namespace of its own where the six kernel settings it would otherwise
+// rewrite are covered by files, so the machine's values stay. Pods get
+// addresses on a bridge named loom<id>, in a /16 of 10/8 that nothing else
+// on the machine uses; this machine reaches them at their Pod IPs.
+// kube-proxy is not run: ClusterIP Services do not route, and a webhook
+// Service is reached through its ClusterIP unless kube-apiserver runs with
+// --enable-aggregator-routing=true (Options.APIServerArgs), which has it
+// call an endpoint's Pod IP instead and breaks RegisterLocalAPIService.
+//
+// Stop stops kubelet, then every Pod sandbox through containerd (so the
+// CNI plugin releases its network), then containerd, and removes what was
+// left: processes in the env's cgroups, containerd's shims, mounts in the
+// state folder, the bridge, the cgroups. What kubelet and containerd write
+// outside the state folder whatever their configuration
+// (/var/lib/kubelet/device-plugins, /var/log/containers, /var/lib/cni,
+// /run/containerd, /run/netns) and net.ipv4.ip_forward are put back as they
+// were when the last env with real nodes on the machine stops; a record in
+// /run/loom-testenv-nodes.json tracks the running envs, and Start cleans
+// up after an env whose process died. docs/dev-cluster.md has the details
+// and the costs.
 //
 // # Tracing
 //

@@ -69,6 +69,16 @@ type Options struct {
 	// kube-apiserver records a request only when the request carries a
 	// sampled W3C traceparent header (see the package documentation).
 	Tracing bool
+
+	// RealNodes is the number of real nodes (at most 100): each a kubelet
+	// with a containerd of its own, on this machine, so that Pods really
+	// run. 0 (the default) starts none. They need Linux, root,
+	// containerd, runc and the CNI plugins (ErrRealNodesUnavailable says
+	// what is missing), the kubelet binary from the assets folder, and the
+	// Go toolchain, which builds their pause image. Images are never
+	// pulled: load them with Env.ImportImage. Start waits until every node
+	// is Ready. See the package documentation, "Real nodes".
+	RealNodes int
 }
 
 // Env is a running control plane. Its exported fields are set by Start and
@@ -110,6 +120,8 @@ type Env struct {
 	// Traces receives kube-apiserver's spans when Options.Tracing is on; it
 	// is nil otherwise. It stays readable after Stop.
 	Traces *TraceCollector
+	// RealNodes describes the real nodes (Options.RealNodes), in order.
+	RealNodes []RealNode
 
 	opts      Options
 	log       *slog.Logger
@@ -123,6 +135,8 @@ type Env struct {
 	apiserver *proc
 	proxies   []*Proxy
 	stopped   bool
+	realNodes []*realNode
+	nodeRec   *nodeEnvRecord // what the real nodes made on the machine
 }
 
 // Start starts a control plane and waits until it is ready. On error,
@@ -134,6 +148,9 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	if opts.Scheduler && !opts.Controllers {
 		return nil, errors.New("testenv: Options.Scheduler needs Options.Controllers: new nodes are tainted not-ready until kube-controller-manager clears the taint")
+	}
+	if opts.RealNodes < 0 || opts.RealNodes > 100 {
+		return nil, fmt.Errorf("testenv: Options.RealNodes is %d; want 0 to 100", opts.RealNodes)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -154,6 +171,9 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if opts.Nodes > 0 {
 		need = append(need, "kwok")
 	}
+	if opts.RealNodes > 0 {
+		need = append(need, "kubelet")
+	}
 	for _, n := range need {
 		p, err := binary(assets, n)
 		if err != nil {
@@ -161,10 +181,19 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		}
 		bins[n] = p
 	}
+	if opts.RealNodes > 0 {
+		if err := checkRealNodeHost(); err != nil {
+			return nil, err
+		}
+	}
 
 	if killed := sweepOrphans(); len(killed) > 0 {
 		log.Info("killed servers left by an earlier run", "pids", killed)
 	}
+	// Real nodes of a dead process hold mounts in its state folder: take
+	// them down before the folder is removed. (Nothing to do unless an env
+	// with real nodes ever ran on this machine.)
+	sweepStaleRealNodes(log)
 	if removed := sweepStaleDirs(); len(removed) > 0 {
 		log.Info("removed state folders left by an earlier run", "dirs", removed)
 	}
@@ -187,6 +216,17 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 			return nil, fmt.Errorf("testenv: state folder: %w", err)
 		}
 	}
+	if opts.RealNodes > 0 {
+		// Mounts and sockets under it are named by absolute, resolved paths.
+		abs, err := filepath.Abs(e.Dir)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("testenv: state folder: %w", err)
+		}
+		e.Dir = abs
+	}
 	defer func() {
 		if err != nil {
 			_ = e.Stop()
@@ -195,6 +235,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 
 	if err := e.writePKI(); err != nil {
 		return nil, err
+	}
+	if opts.RealNodes > 0 {
+		if err := e.writeKubeletClientPKI(); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.startEtcd(ctx, bins["etcd"]); err != nil {
 		return nil, err
@@ -219,6 +264,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	if opts.Nodes > 0 {
 		if err := e.startKwok(ctx, bins["kwok"]); err != nil {
+			return nil, err
+		}
+	}
+	if opts.RealNodes > 0 {
+		if err := e.startRealNodes(ctx, bins["kubelet"]); err != nil {
 			return nil, err
 		}
 	}
@@ -273,7 +323,10 @@ func (e *Env) Processes() map[string]int {
 }
 
 // Stop stops every server, newest first, then the trace collector, and
-// removes the temporary state folder. It is safe to call more than once.
+// removes the temporary state folder. With real nodes, it first stops
+// their kubelets, their Pods and their containerds, and removes what they
+// made on the machine (see the package documentation). It is safe to call
+// more than once.
 func (e *Env) Stop() error {
 	e.mu.Lock()
 	if e.stopped {
@@ -285,13 +338,18 @@ func (e *Env) Stop() error {
 	proxies := e.proxies
 	traces := e.Traces
 	e.mu.Unlock()
+	var errs []error
+	// Real nodes first, in their own order (kubelet, the Pods, containerd),
+	// and with what they made on the machine.
+	if err := e.stopRealNodes(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, p := range proxies {
 		_ = p.Close()
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].stop(e.grace)
 	}
-	var errs []error
 	if traces != nil {
 		errs = append(errs, traces.Close())
 	}

@@ -62,11 +62,16 @@ spec:
 			return fmt.Errorf("testenv: %w", err)
 		}
 	}
+	manage := "--manage-all-nodes=true"
+	if e.opts.RealNodes > 0 {
+		// Real kubelets run their own nodes: kwok keeps to the fake ones.
+		manage = "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"
+	}
 	p, err := e.addProc("kwok", bin, []string{
 		"--kubeconfig=" + e.KubeconfigPath,
 		"--config=" + stages,
 		"--config=" + e.path("kwok-logs.yaml"),
-		"--manage-all-nodes=true",
+		manage,
 		"--node-ip=127.0.0.1",
 		"--node-port=" + strconv.Itoa(port),
 		"--server-address=127.0.0.1:" + strconv.Itoa(port),

@@ -25,7 +25,7 @@ func init() {
 
 // assetNames are the files tools/build.sh puts in the assets folder.
 func assetNames() []string {
-	return []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok",
+	return []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kwok",
 		"controller-gen-" + controllerToolsVersion, "kwok-stages.yaml"}
 }
 
@@ -45,10 +45,10 @@ func runAssets(ctx context.Context, args []string, out, errOut io.Writer) error 
 	from := fs.String("from", "", "a Loom checkout to build from (default: the release this loom was installed at; for a development build, the checkout around the current folder)")
 	fs.Usage = func() {
 		fmt.Fprintf(errOut, "Usage: loom assets [--kube-version V] [--from DIR]\n\n"+
-			"Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok\n"+
-			"and controller-gen from the Go module proxy into the per-user cache that testenv\n"+
-			"and loom dev read (or $LOOM_ASSETS), keeps the ones already there, and prints\n"+
-			"the folder. The first build takes about 15 minutes on 2 cores.\n\n")
+			"Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,\n"+
+			"kubelet, kwok and controller-gen from the Go module proxy into the per-user cache\n"+
+			"that testenv and loom dev read (or $LOOM_ASSETS), keeps the ones already there,\n"+
+			"and prints the folder. The first build takes about 10 minutes on 2 cores.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -82,7 +82,7 @@ func runAssets(ctx context.Context, args []string, out, errOut io.Writer) error 
 		fmt.Fprintln(out, dir)
 		return nil
 	} else {
-		fmt.Fprintf(errOut, "assets: building %s into %s (about 15 minutes on 2 cores for the control plane)\n", strings.Join(missing, ", "), dir)
+		fmt.Fprintf(errOut, "assets: building %s into %s (about 10 minutes on 2 cores for the control plane)\n", strings.Join(missing, ", "), dir)
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		return fmt.Errorf("loom assets builds with the go command, and there is none on PATH: %w", err)

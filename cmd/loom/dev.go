@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -30,6 +31,8 @@ type devState struct {
 	Kubeconfig string         `json:"kubeconfig"`
 	Processes  map[string]int `json:"processes"`
 	Registry   string         `json:"registry,omitempty"` // host:port of the image registry (registry.go)
+	// RealNodes are the real nodes (--real-nodes), for loom dev import.
+	RealNodes []testenv.RealNode `json:"realNodes,omitempty"`
 }
 
 const stateFile = "state.json"
@@ -48,7 +51,7 @@ func defaultStateDir() string {
 
 func runDev(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: loom dev needs a subcommand: up, down or status", errUsage)
+		return fmt.Errorf("%w: loom dev needs a subcommand: up, down, status or import", errUsage)
 	}
 	switch args[0] {
 	case "up":
@@ -57,8 +60,10 @@ func runDev(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return devDown(ctx, args[1:], out)
 	case "status":
 		return devStatus(ctx, args[1:], out)
+	case "import":
+		return devImport(ctx, args[1:], out)
 	}
-	return fmt.Errorf("%w: unknown subcommand loom dev %s (want up, down or status)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown subcommand loom dev %s (want up, down, status or import)", errUsage, args[0])
 }
 
 func stateDirFlag(fs *flag.FlagSet) *string {
@@ -70,6 +75,7 @@ func stateDirFlag(fs *flag.FlagSet) *string {
 func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("loom dev up", flag.ContinueOnError)
 	nodes := fs.Int("nodes", 0, "number of fake nodes run by kwok")
+	realNodes := fs.Int("real-nodes", 0, "number of real nodes: kubelet and containerd on this machine, so Pods run (Linux, root, and containerd, runc and the CNI plugins installed); load their images with loom dev import")
 	controllers := fs.Bool("with-controllers", false, "also run kube-controller-manager and kube-scheduler")
 	dir := stateDirFlag(fs)
 	verbose := fs.Bool("v", false, "log progress")
@@ -88,6 +94,9 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	if *nodes < 0 {
 		return fmt.Errorf("%w: --nodes must be 0 or more", errUsage)
+	}
+	if *realNodes < 0 || *realNodes > 100 {
+		return fmt.Errorf("%w: --real-nodes must be 0 to 100", errUsage)
 	}
 	if st, err := readState(*dir); err == nil && st.running() {
 		return fmt.Errorf("a dev cluster is already running in %s (pid %d); stop it with: loom dev down --state-dir %s", *dir, st.PID, *dir)
@@ -111,6 +120,7 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 		Controllers: *controllers,
 		Scheduler:   *controllers,
 		Nodes:       *nodes,
+		RealNodes:   *realNodes,
 		Dir:         *dir,
 		Logger:      log,
 	})
@@ -119,7 +129,7 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	defer env.Stop()
 	exe, _ := os.Executable()
-	st := devState{PID: os.Getpid(), Executable: exe, URL: env.URL, Kubeconfig: env.KubeconfigPath, Processes: env.Processes()}
+	st := devState{PID: os.Getpid(), Executable: exe, URL: env.URL, Kubeconfig: env.KubeconfigPath, Processes: env.Processes(), RealNodes: env.RealNodes}
 	if reg != nil {
 		st.Registry = reg.Addr
 	}
@@ -133,6 +143,12 @@ func devUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "export KUBECONFIG=%s\n", env.KubeconfigPath)
 	if reg != nil {
 		fmt.Fprintf(out, "Image registry at %s (loom build image --dev-registry --tag NAME:TAG)\n", reg.Addr)
+	}
+	for _, n := range env.RealNodes {
+		fmt.Fprintf(out, "Real node %s: Pod IPs %s on bridge %s\n", n.Name, n.PodIPRange, n.Bridge)
+	}
+	if len(env.RealNodes) > 0 {
+		fmt.Fprintln(out, "Real nodes pull no image: load one with loom dev import FILE.tar (from loom build image --tarball FILE.tar) and use imagePullPolicy: IfNotPresent or Never")
 	}
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
 	<-ctx.Done()
@@ -228,6 +244,9 @@ func printStatus(out io.Writer, dir string, st devState, readyErr error) {
 	fmt.Fprintf(out, "  server      %s (%s)\n", st.URL, ready)
 	fmt.Fprintf(out, "  kubeconfig  %s\n", st.Kubeconfig)
 	printRegistryStatus(out, st)
+	for _, n := range st.RealNodes {
+		fmt.Fprintf(out, "  real node   %s (kubelet on %s:%d, Pod IPs %s, containerd %s)\n", n.Name, n.IP, n.KubeletPort, n.PodIPRange, n.ContainerdSocket)
+	}
 	names := make([]string, 0, len(st.Processes))
 	for n := range st.Processes {
 		names = append(names, n)
@@ -307,4 +326,44 @@ func (st devState) running() bool {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", st.PID))
 	// A binary rebuilt while it runs shows as "<path> (deleted)".
 	return err != nil || st.Executable == "" || strings.TrimSuffix(exe, " (deleted)") == st.Executable
+}
+
+// devImport loads image archives (as loom build image --tarball or docker
+// save write them) into every real node of the cluster that loom dev up
+// runs in the state folder, with ctr, into the namespace kubelet uses.
+func devImport(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("loom dev import", flag.ContinueOnError)
+	dir := stateDirFlag(fs)
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(out, "Usage: loom dev import [flags] FILE.tar...\n\nLoads image archives into the real nodes of loom dev up --real-nodes.\n\n%s", flagUsage(fs))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return fmt.Errorf("%w: loom dev import needs at least one image archive", errUsage)
+	}
+	st, err := readState(*dir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && !st.running()) {
+		return fmt.Errorf("no dev cluster is running in %s", *dir)
+	}
+	if err != nil {
+		return err
+	}
+	if len(st.RealNodes) == 0 {
+		return fmt.Errorf("the dev cluster in %s has no real nodes (start it with loom dev up --real-nodes N); fake nodes run no image", *dir)
+	}
+	for _, file := range pos {
+		for _, n := range st.RealNodes {
+			cmd := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket, "--namespace", "k8s.io", "images", "import", file)
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("import %s into %s: %w: %s", file, n.Name, err, strings.TrimSpace(string(b)))
+			}
+			fmt.Fprintf(out, "Imported %s into %s: %s\n", file, n.Name, strings.TrimSpace(string(b)))
+		}
+	}
+	return nil
 }

@@ -48,7 +48,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev": {"run a local control plane (up, down, status)", runDev},
+	"dev": {"run a local control plane (up, down, status, import)", runDev},
 }
 
 // errUsage marks an error in the command line; main exits with 2 for it.

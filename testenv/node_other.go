@@ -1,0 +1,18 @@
+//go:build !linux
+
+package testenv
+
+import "context"
+
+// checkRealNodeHost: real nodes run on Linux only.
+func checkRealNodeHost() error {
+	return &RealNodesUnavailableError{Missing: []string{"linux"}}
+}
+
+func (e *Env) startRealNodes(ctx context.Context, kubeletBin string) error {
+	return checkRealNodeHost()
+}
+
+func (e *Env) stopRealNodes() error { return nil }
+
+func sweepStaleRealNodes(log interface{ Warn(string, ...any) }) {}
