@@ -363,6 +363,36 @@ func (c *CachedClient[T]) List(ctx context.Context, namespace string, selector l
 	return c.inf.Lister().Namespace(namespace).List(selector)
 }
 
+// ByIndex returns the cached objects that the index named index files
+// under value, in namespace ("" for all namespaces), typed. Add the index
+// with AddIndexer (or the informer's options) before the cache starts.
+// An index function's values need not carry the namespace: objects of
+// other namespaces are left out here. The objects are shared with the
+// cache: read them, never change them. Like List, it reads the cache as
+// it is, without waiting for this client's writes. It makes the client a
+// client.IndexedReader.
+func (c *CachedClient[T]) ByIndex(_ context.Context, namespace, index, value string) ([]T, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	return byIndex(c.inf.Indexer(), namespace, index, value)
+}
+
+// byIndex reads index of store, keeping namespace's objects.
+func byIndex[T client.Object](store IndexReader[T], namespace, index, value string) ([]T, error) {
+	objs, err := store.ByIndex(index, value)
+	if err != nil || namespace == "" {
+		return objs, err
+	}
+	kept := objs[:0:0]
+	for _, o := range objs {
+		if o.GetNamespace() == namespace {
+			kept = append(kept, o)
+		}
+	}
+	return kept, nil
+}
+
 // groupResource names the resource in NotFound errors.
 func (c *CachedClient[T]) groupResource(ctx context.Context) schema.GroupResource {
 	res, err := c.live.Resource(ctx)
@@ -452,7 +482,10 @@ func (c *CachedClient[T]) Resource(ctx context.Context) (client.Resource, error)
 	return c.inf.Resource(ctx)
 }
 
-var _ client.ReadWriter[*metav1.PartialObjectMetadata] = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
+var (
+	_ client.ReadWriter[*metav1.PartialObjectMetadata]    = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
+	_ client.IndexedReader[*metav1.PartialObjectMetadata] = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
+)
 
 // fresh reports whether the cached state includes the write w.
 func fresh[T client.Object](w written, obj T, ok bool) bool {

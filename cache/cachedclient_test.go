@@ -269,3 +269,69 @@ func TestCachedClientBeforeWrite(t *testing.T) {
 		t.Errorf("updated with labels %v, want the hook's", out.Labels)
 	}
 }
+
+// TestCachedClientByIndex reads ConfigMaps of two namespaces, filed by a
+// label's value without their namespace, by index through the client, as
+// a reconciler that takes a client.IndexedReader does.
+func TestCachedClientByIndex(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	rc := restFor(t, env)
+	ctx := t.Context()
+	live, _ := client.For[corev1.ConfigMap](rc, client.Options{})
+	for _, ns := range []string{"idx-a", "idx-b"} {
+		nsc, _ := client.For[corev1.Namespace](rc, client.Options{})
+		if _, err := nsc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{}), cache.InformerOptions[*corev1.ConfigMap]{})
+	cc, err := cache.NewCachedClient(live, inf, cache.CachedClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.AddIndexer("app", func(cm *corev1.ConfigMap) ([]string, error) {
+		if v, ok := cm.Labels["app"]; ok {
+			return []string{v}, nil
+		}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ictx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = inf.Start(ictx) })
+	defer func() { stop(); wg.Wait() }()
+	if err := cache.WaitForCacheSync(ctx, inf); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ ns, name, app string }{{"idx-a", "one", "web"}, {"idx-a", "two", "db"}, {"idx-b", "three", "web"}} {
+		if _, err := cc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: c.name, Labels: map[string]string{"app": c.app}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Get waits for the cache to hold this client's write.
+		if _, err := cc.Get(ctx, c.ns, c.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r client.IndexedReader[*corev1.ConfigMap] = cc
+	for _, c := range []struct {
+		ns   string
+		want int
+	}{{"idx-a", 1}, {"idx-b", 1}, {"", 2}} {
+		got, err := r.ByIndex(ctx, c.ns, "app", "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.want {
+			t.Errorf("ByIndex(%q, app, web): %d objects, want %d", c.ns, len(got), c.want)
+		}
+		for _, cm := range got {
+			if c.ns != "" && cm.Namespace != c.ns {
+				t.Errorf("ByIndex(%q, app, web) returned %s/%s", c.ns, cm.Namespace, cm.Name)
+			}
+		}
+	}
+	if _, err := r.ByIndex(ctx, "idx-a", "nope", "web"); !errors.Is(err, cache.ErrNoSuchIndex) {
+		t.Errorf("an unknown index: got %v, want ErrNoSuchIndex", err)
+	}
+}

@@ -12,11 +12,11 @@ import (
 	"github.com/loom-k8s/loom/client"
 )
 
-// StoreReader returns a client.Reader over a store that files objects
-// under namespace/name keys (a [Store] made with the default key
-// function, or an informer's cache). With a store filled by hand, it is
-// the reading half of a reconciler's unit test, with no API server and no
-// informer:
+// StoreReader returns a client.IndexedReader over a store that files
+// objects under namespace/name keys (a [Store] made with the default key
+// function, or an informer's cache); ByIndex reads the store's indexes.
+// With a store filled by hand, it is the reading half of a reconciler's
+// unit test, with no API server and no informer:
 //
 //	deps := cache.NewStore(cache.StoreOptions[*appsv1.Deployment]{})
 //	deps.Add(existing)
@@ -24,11 +24,18 @@ import (
 //		client.Reader[*appsv1.Deployment]
 //		client.Writer[*appsv1.Deployment]
 //	}{cache.StoreReader(deps), recorder}}
-func StoreReader[T client.Object](store Indexer[T]) client.Reader[T] {
-	return storeReader[T]{NewLister[T](store)}
+func StoreReader[T client.Object](store Indexer[T]) client.IndexedReader[T] {
+	return storeReader[T]{NewLister[T](store), store}
 }
 
-type storeReader[T client.Object] struct{ l Lister[T] }
+type storeReader[T client.Object] struct {
+	l     Lister[T]
+	store Indexer[T]
+}
+
+func (r storeReader[T]) ByIndex(_ context.Context, namespace, index, value string) ([]T, error) {
+	return byIndex(r.store, namespace, index, value)
+}
 
 func (r storeReader[T]) Get(_ context.Context, namespace, name string) (T, error) {
 	obj, ok := r.l.Namespace(namespace).Get(name)

@@ -23,6 +23,19 @@ type Reader[T Object] interface {
 	List(ctx context.Context, namespace string, selector labels.Selector) ([]T, error)
 }
 
+// An IndexedReader is a Reader that also reads by an index of a cache:
+// what reconcilers take when they look objects up by a field, such as the
+// Jobs of an owner. A *cache.CachedClient is one, and so is
+// cache.StoreReader over a store filled by hand, for unit tests.
+type IndexedReader[T Object] interface {
+	Reader[T]
+	// ByIndex returns the objects that the index named index files under
+	// value, in namespace ("" for all namespaces). The index must exist
+	// (it is added to the cache before the cache starts); reading an
+	// unknown index is an error.
+	ByIndex(ctx context.Context, namespace, index, value string) ([]T, error)
+}
+
 // Writer writes objects of one type. Each call takes the object itself,
 // whose namespace and name say which one. The manager's cached clients
 // (cache.CachedClient) write to the API server; tests can record.

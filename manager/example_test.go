@@ -36,10 +36,11 @@ func ExampleNew() {
 }
 
 // An index over the cache, as a controller of CronJobs reads the Jobs it
-// owns: the index files each Job under "namespace/owner", its controller
-// owner's name; the reconciler reads the Jobs of one CronJob by that key,
-// typed, from the informer's indexer. Add indexes before the manager
-// starts. (Compiled, not run: it needs a cluster.)
+// owns: the index files each Job under its controller owner's name; the
+// reconciler reads the Jobs of one CronJob, typed and in its namespace,
+// with ByIndex (client.IndexedReader, which a unit test can serve with
+// cache.StoreReader). Add indexes before the manager starts. (Compiled,
+// not run: it needs a cluster.)
 func ExampleCachedClient_index() {
 	mgr, err := manager.New(manager.Options{})
 	if err != nil {
@@ -51,12 +52,12 @@ func ExampleCachedClient_index() {
 		if ref == nil || ref.Kind != "CronJob" {
 			return nil, nil
 		}
-		return []string{j.Namespace + "/" + ref.Name}, nil
+		return []string{ref.Name}, nil
 	}); err != nil {
 		log.Fatal(err)
 	}
 	controller.New(mgr, func(ctx context.Context, cj *batchv1.CronJob) (controller.Result, error) {
-		owned, err := jobs.Informer().Indexer().ByIndex("owner", cj.Namespace+"/"+cj.Name)
+		owned, err := jobs.ByIndex(ctx, cj.Namespace, "owner", cj.Name)
 		if err != nil {
 			return controller.Result{}, err
 		}
