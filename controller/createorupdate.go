@@ -185,6 +185,64 @@ func CreateOrPatch[E any, T interface {
 		return OperationCreated, nil
 	}
 
+	out, res, err := writeDiff(ctx, c, obj, before, after)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", what, err)
+	}
+	*obj = *out
+	return res, nil
+}
+
+// Modify writes the changes mutate makes to obj, an object as read
+// through a client or a cache, without changing obj: mutate is given a
+// private deep copy, and what it changed is sent as JSON merge patches,
+// as [CreateOrPatch] sends them (status through the status subresource
+// where the resource has one). It returns the object as stored after the
+// last write, or the copy and [OperationUnchanged] when mutate changed
+// nothing (no request made). It is the way to change an object a
+// reconciler was given, which the cache shares, without copying it by
+// hand:
+//
+//	_, _, err := controller.Modify(ctx, foos, foo, func(f *v1.Foo) error {
+//		f.Status.Ready = true
+//		return nil
+//	})
+//
+// mutate must not change the name or namespace ([ErrKeyChanged]). The
+// patch is not conditional on the resourceVersion, so it does not
+// conflict; a changed list is sent whole. A deep copy and two JSON
+// encodings of the object are its cost over a hand-made patch.
+func Modify[T client.Object](ctx context.Context, c client.Writer[T], obj T, mutate func(T) error) (T, OperationResult, error) {
+	var zero T
+	if c == nil || isNil(obj) || mutate == nil {
+		return zero, OperationUnchanged, errors.New("controller: modify: nil client, object or mutate")
+	}
+	what := fmt.Sprintf("controller: modify %T %q", obj, objectName(obj))
+	before, err := toMap(obj)
+	if err != nil {
+		return zero, OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+	}
+	cp := obj.DeepCopyObject().(T)
+	if err := mutateKeepingKey(cp, mutate, what); err != nil {
+		return zero, OperationUnchanged, err
+	}
+	after, err := toMap(cp)
+	if err != nil {
+		return zero, OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+	}
+	out, res, err := writeDiff(ctx, c, cp, before, after)
+	if err != nil {
+		return zero, res, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, res, nil
+}
+
+// writeDiff patches obj, an existing object, from before to after (obj's
+// map form): the changes outside status onto the object, the changes to
+// status through the status subresource (or with the rest, for a resource
+// without one). It returns the object as stored after the last write, or
+// obj when nothing changed.
+func writeDiff[T client.Object](ctx context.Context, c client.Writer[T], obj T, before, after map[string]any) (T, OperationResult, error) {
 	patch := mergeDiff(before, after)
 	statusPatch, ok := patch["status"].(map[string]any)
 	if ok {
@@ -192,7 +250,7 @@ func CreateOrPatch[E any, T interface {
 	} // else status is absent, or not an object: patched with the rest
 	switch {
 	case len(patch) == 0 && len(statusPatch) == 0:
-		return OperationUnchanged, nil
+		return obj, OperationUnchanged, nil
 	case len(patch) == 0:
 		out, err := patchStatus(ctx, c, obj, statusPatch)
 		if apierrors.IsNotFound(err) {
@@ -201,10 +259,9 @@ func CreateOrPatch[E any, T interface {
 			out, err = patchMain(ctx, c, obj, map[string]any{"status": statusPatch})
 		}
 		if err != nil {
-			return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+			return obj, OperationUnchanged, err
 		}
-		*obj = *out
-		return OperationUpdatedStatusOnly, nil
+		return out, OperationUpdatedStatusOnly, nil
 	}
 	// Send the status changes along: a resource without a status
 	// subresource takes them here; one with it ignores them, and they are
@@ -214,17 +271,15 @@ func CreateOrPatch[E any, T interface {
 	}
 	out, err := patchMain(ctx, c, obj, patch)
 	if err != nil {
-		return OperationUnchanged, fmt.Errorf("%s: %w", what, err)
+		return obj, OperationUnchanged, err
 	}
 	if len(statusPatch) == 0 {
-		*obj = *out
-		return OperationUpdated, nil
+		return out, OperationUpdated, nil
 	}
 	if out, err = patchStatusIfNeeded(ctx, c, out, statusPatch); err != nil {
-		return OperationUpdated, fmt.Errorf("%s: updated, but writing its status: %w", what, err)
+		return obj, OperationUpdated, fmt.Errorf("updated, but writing its status: %w", err)
 	}
-	*obj = *out
-	return OperationUpdatedStatus, nil
+	return out, OperationUpdatedStatus, nil
 }
 
 // check checks the arguments and returns the prefix of error messages.
