@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -136,4 +137,21 @@ func KindOf(obj runtime.Object, scheme *runtime.Scheme) (schema.GroupVersionKind
 		}
 	}
 	return schema.GroupVersionKind{}, false
+}
+
+// ReferenceTo returns the ObjectReference of obj, as an event's involved
+// object or a status field such as a CronJob's active Jobs hold it: its
+// apiVersion and kind (found as [KindOf] finds them, scheme may be nil),
+// namespace, name, UID and resourceVersion. It fails when the kind is
+// unknown: set the object's apiVersion and kind, or give a scheme that
+// has its Go type.
+func ReferenceTo(obj Object, scheme *runtime.Scheme) (corev1.ObjectReference, error) {
+	gvk, ok := KindOf(obj, scheme)
+	if !ok {
+		return corev1.ObjectReference{}, &UnknownTypeError{Type: reflect.TypeOf(obj),
+			Reason: "its apiVersion and kind are not set, and it is neither built in nor in the scheme"}
+	}
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	return corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion()}, nil
 }

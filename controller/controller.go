@@ -330,6 +330,7 @@ func (c *Controller[T]) next(ctx context.Context) bool {
 	id := strconv.FormatUint(c.ids.Add(1), 36)
 	log := c.log.With("key", req.String(), "reconcileID", id)
 	rctx, span := c.tracer.start(ctx, req)
+	rctx = context.WithValue(rctx, loggerKey{}, log)
 	start := time.Now()
 	res, timedOut, err := c.call(rctx, req, log)
 	outcome := "success"

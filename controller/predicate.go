@@ -3,6 +3,8 @@ package controller
 import (
 	"maps"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/loom-k8s/loom/client"
 )
 
@@ -54,6 +56,28 @@ func Or(preds ...Predicate) Predicate {
 		Delete: func(o client.Object) bool {
 			return anyOf(preds, func(p Predicate) bool { return p.Delete == nil || p.Delete(o) })
 		},
+	}
+}
+
+// Not passes a change when p does not. A nil function of p passes every
+// change of its kind, so Not of it passes none.
+func Not(p Predicate) Predicate {
+	return Predicate{
+		Create: func(o client.Object) bool { return p.Create != nil && !p.Create(o) },
+		Update: func(a, b client.Object) bool { return p.Update != nil && !p.Update(a, b) },
+		Delete: func(o client.Object) bool { return p.Delete != nil && !p.Delete(o) },
+	}
+}
+
+// LabelSelector passes the changes of objects whose labels match sel: a
+// create or delete of a matching object, and an update whose new object
+// matches or whose old one did (so that losing the labels is seen too).
+func LabelSelector(sel labels.Selector) Predicate {
+	match := func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }
+	return Predicate{
+		Create: match,
+		Update: func(old, new client.Object) bool { return match(new) || match(old) },
+		Delete: match,
 	}
 }
 

@@ -194,17 +194,15 @@ func (r *Recorder) record(obj runtime.Object, annotations map[string]string, typ
 
 // reference builds the ObjectReference of obj.
 func (r *Recorder) reference(obj runtime.Object) (corev1.ObjectReference, error) {
-	m, ok := obj.(metav1.Object)
+	o, ok := obj.(client.Object)
 	if !ok {
 		return corev1.ObjectReference{}, fmt.Errorf("events: %T has no object metadata", obj)
 	}
-	gvk, ok := client.KindOf(obj, r.opts.Scheme)
-	if !ok {
-		return corev1.ObjectReference{}, fmt.Errorf("events: kind of %T unknown (set its apiVersion and kind, or Options.Scheme)", obj)
+	ref, err := client.ReferenceTo(o, r.opts.Scheme)
+	if err != nil {
+		return ref, fmt.Errorf("events: %w (or set Options.Scheme)", err)
 	}
-	apiVersion, kind := gvk.ToAPIVersionAndKind()
-	return corev1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(),
-		UID: m.GetUID(), ResourceVersion: m.GetResourceVersion()}, nil
+	return ref, nil
 }
 
 // Start sends recorded events until ctx ends. It returns nil then; events

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -56,6 +57,11 @@ type Options struct {
 	// OnNewLeader is called when the holder of the Lease changes, with the
 	// new holder's identity ("" when released). Optional.
 	OnNewLeader func(identity string)
+	// Labels are put on the Lease when this candidate creates it or
+	// becomes its holder (kept with the Lease's other labels), so that
+	// the Leases of a program can be selected: kubectl get leases -l ...
+	// Default nil: none.
+	Labels map[string]string
 	// Logger receives progress messages. Nil means discard.
 	Logger *slog.Logger
 
@@ -347,7 +353,7 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 	if apierrors.IsNotFound(err) {
 		me := e.opts.Identity
 		created, err := e.leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: e.opts.Name, Namespace: e.opts.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: e.opts.Name, Namespace: e.opts.Namespace, Labels: maps.Clone(e.opts.Labels)},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &me, LeaseDurationSeconds: &dur,
 				AcquireTime: &now, RenewTime: &now, LeaseTransitions: new(int32)},
 		}, metav1.CreateOptions{})
@@ -377,6 +383,12 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 			t += *next.Spec.LeaseTransitions
 		}
 		next.Spec.LeaseTransitions = &t
+		for k, v := range e.opts.Labels {
+			if next.Labels == nil {
+				next.Labels = map[string]string{}
+			}
+			next.Labels[k] = v
+		}
 	}
 	me := e.opts.Identity
 	next.Spec.HolderIdentity = &me

@@ -16,7 +16,8 @@ import (
 )
 
 // Run one replica's campaign: the work runs only while this replica leads.
-// (Compiled, not run: it needs a cluster and runs until cancelled.)
+// It needs a running API server, and runs until cancelled, so it is
+// compiled, not run.
 func ExampleNew() {
 	ctx := context.Background()
 	cfg, err := config.Load(config.LoadOptions{})

@@ -66,6 +66,9 @@ type LeaderElection struct {
 	// 15 s, 10 s, 2 s).
 	Identity                                  string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Labels are put on the Lease (leaderelection.Options.Labels).
+	// Default nil: none.
+	Labels map[string]string
 }
 
 // Options configure [New]. The zero value is valid.
@@ -463,7 +466,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		e, err := leaderelection.New(leases, leaderelection.Options{
 			Namespace: le.Namespace, Name: le.Name, Identity: le.Identity,
-			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod, Labels: le.Labels,
 			OnStartedLeading: func(ctx context.Context) {
 				m.metrics.leading(le.Name, true)
 				startLeaders(ctx)
