@@ -25,6 +25,22 @@ type testManager struct {
 	opts controller.Options
 }
 
+// restForEnv starts a control plane for t and returns a REST client to it.
+func restForEnv(t *testing.T, opts testenv.Options) *rest.Client {
+	t.Helper()
+	env := testenv.New(t, opts)
+	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rest.New(cfg, rest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.CloseIdleConnections)
+	return rc
+}
+
 func newTestManager(rc *rest.Client) *testManager {
 	return &testManager{f: cache.NewFactory(rc, cache.FactoryOptions{})}
 }

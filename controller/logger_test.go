@@ -14,9 +14,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
-	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -45,16 +43,7 @@ func TestLoggerFrom(t *testing.T) {
 	if l := controller.LoggerFrom(context.Background()); l == nil || l.Enabled(context.Background(), slog.LevelError) {
 		t.Error("outside a reconcile: want a logger that discards")
 	}
-	env := testenv.New(t, testenv.Options{})
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rest.New(cfg, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.CloseIdleConnections()
+	rc := restForEnv(t, testenv.Options{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	out := &lockedBuffer{}

@@ -14,9 +14,7 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/client/clienttest"
-	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
-	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -26,16 +24,7 @@ import (
 // through its own path; a concurrent writer's change to another field
 // survives; no change makes no request.
 func TestModify(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rest.New(cfg, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.CloseIdleConnections)
+	rc := restForEnv(t, testenv.Options{})
 	ctx := t.Context()
 	deps, err := client.For[appsv1.Deployment](rc, client.Options{})
 	if err != nil {

@@ -162,7 +162,7 @@ func buildTestImage(t *testing.T) v1.Image {
 	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module loom.local/hello\n\ngo 1.21\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(helloServer), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(helloServer(t)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	img, err := ociimage.Build(t.Context(), ociimage.Options{Dir: src, Package: "."})

@@ -61,28 +61,16 @@ func lockRealNodeTests(t *testing.T) {
 	t.Cleanup(func() { f.Close() })
 }
 
-// helloServer is the program of the test image: an HTTP server on :8080
-// that logs a line at start and one per request.
-const helloServer = `package main
-
-import (
-	"fmt"
-	"net/http"
-	"os"
-)
-
-func main() {
-	fmt.Println("hello: listening on :8080")
-	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Println("hello: served", r.URL.Path)
-		fmt.Fprintf(w, "hello from %s\n", os.Getenv("POD_NAME"))
-	})
-	if err := http.ListenAndServe(":8080", nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+// helloServer is the program of the test image (testdata/hello/main.go): an HTTP
+// server on :8080 that logs a line at start and one per request.
+func helloServer(t testing.TB) string {
+	t.Helper()
+	src, err := os.ReadFile("testdata/hello/main.go")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(src)
 }
-`
 
 // TestRealNodePodRuns starts a control plane with one real node, runs a
 // Pod from an image built and imported here, reaches it over HTTP at its
@@ -225,7 +213,7 @@ func snapshotHost(t *testing.T) hostSnapshot {
 			continue
 		}
 		switch c := strings.TrimSpace(string(b)); c {
-		case "containerd", "kubelet", "containerd-shim", "pause", "manager", "runc":
+		case "containerd", "kubelet", "kube-proxy", "containerd-shim", "pause", "manager", "runc":
 			s.procs[c]++
 		}
 	}

@@ -24,28 +24,16 @@ import (
 	"github.com/loom-k8s/loom/testenv"
 )
 
-// helloServer is the test image's program: an HTTP server on :8080 that
-// logs a line at start and one per request.
-const helloServer = `package main
-
-import (
-	"fmt"
-	"net/http"
-	"os"
-)
-
-func main() {
-	fmt.Println("hello: listening on :8080")
-	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Println("hello: served", r.URL.Path)
-		fmt.Fprintln(w, "hello from", os.Getenv("HOSTNAME"))
-	})
-	if err := http.ListenAndServe(":8080", nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+// helloServer is the program of the test image (../../testenv/testdata/hello/main.go): an HTTP
+// server on :8080 that logs a line at start and one per request.
+func helloServer(t testing.TB) string {
+	t.Helper()
+	src, err := os.ReadFile("../../testenv/testdata/hello/main.go")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(src)
 }
-`
 
 const helloPod = `apiVersion: v1
 kind: Pod
@@ -144,7 +132,7 @@ func TestDevRealNodeLogs(t *testing.T) {
 		}
 
 		src := t.TempDir()
-		for name, body := range map[string]string{"go.mod": "module loom.local/hello\n\ngo 1.21\n", "main.go": helloServer} {
+		for name, body := range map[string]string{"go.mod": "module loom.local/hello\n\ngo 1.21\n", "main.go": helloServer(t)} {
 			if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
