@@ -600,8 +600,71 @@ func next(b []byte) (num uint64, wt uint64, val uint64, data []byte, rest []byte
 			return 0, 0, 0, nil, nil, ErrTruncated
 		}
 		return num, wt, 0, b[:l], b[l:], nil
+	case 3:
+		// A group: deprecated, but valid protobuf, and skipped whole (with
+		// the groups inside it) as the generated code skips it; data is
+		// its body. No Kubernetes type has one, so it only ever is an
+		// unknown field.
+		body, rest, err := skipGroup(b)
+		if err != nil {
+			return 0, 0, 0, nil, nil, err
+		}
+		return num, wt, 0, body, rest, nil
 	default:
 		return 0, 0, 0, nil, nil, fmt.Errorf("protodec: unsupported wire type %d", wt)
+	}
+}
+
+// skipGroup reads the fields of a group up to its end-group key, which,
+// as in the generated code, need not repeat the group's field number. It
+// returns the group's body and what follows the end.
+func skipGroup(b []byte) (body, rest []byte, err error) {
+	start := b
+	for depth := 1; ; {
+		end := len(start) - len(b)
+		key, n, err := varint(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		b = b[n:]
+		if key>>3 == 0 {
+			return nil, nil, errors.New("protodec: field number 0")
+		}
+		switch key & 7 {
+		case 0:
+			if _, n, err = varint(b); err != nil {
+				return nil, nil, err
+			}
+			b = b[n:]
+		case 1:
+			if len(b) < 8 {
+				return nil, nil, ErrTruncated
+			}
+			b = b[8:]
+		case 5:
+			if len(b) < 4 {
+				return nil, nil, ErrTruncated
+			}
+			b = b[4:]
+		case 2:
+			l, n, err := varint(b)
+			if err != nil {
+				return nil, nil, err
+			}
+			b = b[n:]
+			if l > uint64(len(b)) {
+				return nil, nil, ErrTruncated
+			}
+			b = b[l:]
+		case 3:
+			depth++
+		case 4:
+			if depth--; depth == 0 {
+				return start[:end], b, nil
+			}
+		default:
+			return nil, nil, fmt.Errorf("protodec: unsupported wire type %d", key&7)
+		}
 	}
 }
 
