@@ -151,6 +151,7 @@ func ExampleStripManagedFields() {
 // A program that must change cached objects in place, which no reader of
 // a cache may do, would turn sharing off: a change to one Pod's container
 // would otherwise reach every Pod of its workload.
+// It needs a running API server, so it is compiled, not run.
 func ExampleSharing() {
 	cfg, err := config.Load(config.LoadOptions{InClusterFallback: true})
 	if err != nil {
@@ -199,7 +200,7 @@ func ExampleLister() {
 }
 
 // A factory shares informers between the parts of a program, starts
-// them, and reports why one cannot sync.
+// them, and reports why one cannot sync. It needs a running API server, so it is compiled, not run.
 func ExampleNewFactory() {
 	ctx := context.Background()
 	cfg, err := config.Load(config.LoadOptions{})
@@ -241,7 +242,8 @@ func ExampleNewFactory() {
 }
 
 // A custom resource's informer is stopped when its definition goes
-// away, and a new one is made if it comes back.
+// away, and a new one is made if it comes back. Its factory and informer
+// need a running API server, so it is compiled, not run.
 func ExampleFactory_StopInformer() {
 	var f *cache.Factory              // made with NewFactory
 	var widgets cache.Runner          // an informer of f, from InformerFor

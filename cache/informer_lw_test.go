@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,11 +148,36 @@ func run(t *testing.T, inf interface{ Start(context.Context) error }) (stop func
 }
 
 // eventually polls cond until it holds. It is for states with no event
-// to wait on; the test's own timeout bounds it.
+// to wait on. If cond does not hold within 30 seconds, eventually panics
+// with the line of the test that called it, which names what was
+// awaited: a wait that cannot end fails the test binary then, with every
+// goroutine's stack, not at the test timeout. (It panics because its
+// callers pass no *testing.T to fail.)
 func eventually(cond func() bool) {
+	const bound = 30 * time.Second
+	deadline := time.Now().Add(bound)
 	for !cond() {
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("eventually: not true after %v: %s", bound, callerLine(2)))
+		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// callerLine returns the file, line number and source text of the call
+// skip frames up the stack (1: callerLine's caller).
+func callerLine(skip int) string {
+	_, file, line, ok := runtime.Caller(skip)
+	if !ok {
+		return "(caller unknown)"
+	}
+	where := fmt.Sprintf("%s:%d", filepath.Base(file), line)
+	if src, err := os.ReadFile(file); err == nil {
+		if lines := strings.Split(string(src), "\n"); line <= len(lines) {
+			where += ": " + strings.TrimSpace(lines[line-1])
+		}
+	}
+	return where
 }
 
 // quiet are informer options for tests: paginated lists and fast

@@ -263,9 +263,9 @@ func TestReflectorScripts(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- r.Run(ctx) }()
-			<-lw.done
+			await(t, lw.done, "the reflector to run through its script")
 			cancel()
-			if err := <-done; err != nil {
+			if err := await(t, done, "Run to return once cancelled"); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			if got := lw.Calls(); !slices.Equal(got, tt.wantCalls) {
@@ -289,11 +289,15 @@ func TestReflectorScripts(t *testing.T) {
 func TestReflectorReportsWhyItCannotSync(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("rbac says no"))
 	lw := newScript(step{err: forbidden})
-	r := cache.NewReflector(lw, cache.NewStore(cache.StoreOptions[*corev1.ConfigMap]{}), cache.ReflectorOptions{Streaming: cache.StreamingOff, InitialBackoff: time.Hour})
+	r := cache.NewReflector(lw, cache.NewStore(cache.StoreOptions[*corev1.ConfigMap]{}), cache.ReflectorOptions{Streaming: cache.StreamingOff, InitialBackoff: time.Hour, MaxBackoff: time.Hour})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(awaitBound)
 	for r.LastError() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first list did not fail within %v: LastError is nil", awaitBound)
+		}
 		time.Sleep(time.Millisecond) // wait for the first list to fail
 	}
 	err := r.LastError()
@@ -302,7 +306,24 @@ func TestReflectorReportsWhyItCannotSync(t *testing.T) {
 		t.Fatalf("LastError %v (synced %v): want a list-phase ReflectorError that is Forbidden", err, r.HasSynced())
 	}
 	cancel() // Run is in its hour-long backoff: cancel ends it at once
-	if err := <-done; err != nil {
+	if err := await(t, done, "Run to return once cancelled in its backoff"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// awaitBound bounds the waits of these tests: what they wait for takes
+// milliseconds.
+const awaitBound = 30 * time.Second
+
+// await receives a value from ch, or fails t if none comes within
+// awaitBound; what names what the value means.
+func await[V any](t *testing.T, ch <-chan V, what string) V {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(awaitBound):
+		t.Fatalf("waited %v for %s", awaitBound, what)
+		panic("unreachable")
 	}
 }

@@ -99,19 +99,23 @@ func TestFactoryRelistAgainstAServer(t *testing.T) {
 	if !secrets.HasSynced() {
 		t.Error("the Secrets' informer is not synced")
 	}
-	// The watch after the relist selects group 1.
-	create("late-1", "1")
+	// The watch after the relist selects group 1: late-2, of group 2, is
+	// written first, and late-1 after it. The watch brings events in the
+	// order of their writes, so once late-1 is cached the watch has passed
+	// late-2's write, and late-2 would be cached already if the watch
+	// selected it.
 	create("late-2", "2")
+	create("late-1", "1")
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for !slices.Contains(names(), "late-1") {
 		if wctx.Err() != nil {
-			t.Fatalf("late-1 never cached; the cache holds %v", names())
+			t.Fatalf("late-1 not cached after a minute; the cache holds %v", names())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := names(); !slices.Equal(got, []string{"cm-1", "cm-4", "late-1"}) {
-		t.Errorf("after the watch the cache holds %v", got)
+		t.Errorf("after the watch the cache holds %v, want [cm-1 cm-4 late-1] (late-2 is of group 2)", got)
 	}
 }
 

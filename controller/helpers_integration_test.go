@@ -594,6 +594,15 @@ func (h *helperEnv) testFinalizer(t *testing.T) {
 	const finalizer = "helpers.loom.dev/cleanup"
 
 	obj := mustCreate(t, cms, cm("guarded"))
+	// A sentinel for the garbage collector: a ConfigMap owned by another,
+	// deleted after guarded.
+	owner := mustCreate(t, cms, cm("sentinel-owner"))
+	sentinel := cm("sentinel")
+	sentinel.Namespace = ns // scope is read from the namespace
+	if err := controller.SetControllerReference(owner, sentinel); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, cms, sentinel)
 	if !controller.AddFinalizer(obj, finalizer) {
 		t.Fatal("AddFinalizer: no change")
 	}
@@ -607,9 +616,15 @@ func (h *helperEnv) testFinalizer(t *testing.T) {
 	if err := cms.Delete(ctx, "guarded", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Give the garbage collector (which handles finalizers it knows) time
-	// to act; ours is unknown to it, so the object must stay.
-	time.Sleep(2 * time.Second)
+	// The garbage collector handles the finalizers it knows; ours is
+	// unknown to it, so the object must stay. The collector takes the
+	// changes of ConfigMaps in order: once it has deleted the sentinel,
+	// whose owner went after guarded was deleted, it has taken guarded's
+	// deletion too, and would have acted on it by now.
+	if err := cms.Delete(ctx, "sentinel-owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the sentinel to be collected", func() (bool, error) { return gone(ctx, cms, "sentinel") })
 	obj, err = cms.Get(ctx, "guarded", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("deleted despite the finalizer: %v", err)

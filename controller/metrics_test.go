@@ -99,11 +99,14 @@ func TestMetricsObserveOutcomes(t *testing.T) {
 		{"own-deadline", "error", false},  // its own shorter deadline is not the controller's timeout
 	}
 	var once sync.Map
+	sentinelDone := make(chan struct{})
 	rec := func(ctx context.Context, cm *corev1.ConfigMap) (controller.Result, error) {
 		if _, again := once.LoadOrStore(cm.Name, true); again {
 			return controller.Result{}, nil // retries and requeues succeed
 		}
 		switch cm.Name {
+		case "sentinel":
+			close(sentinelDone)
 		case "requeue-after":
 			return controller.Result{RequeueAfter: time.Hour}, nil
 		case "error":
@@ -137,11 +140,15 @@ func TestMetricsObserveOutcomes(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- c.Start(ctx) }()
 	live, _ := client.For[corev1.ConfigMap](rc, client.Options{})
-	for _, tt := range tests {
-		if _, err := live.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tt.name,
+	create := func(name string) {
+		t.Helper()
+		if _, err := live.Namespace("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{"metrics-test": "1"}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, tt := range tests {
+		create(tt.name)
 	}
 	want := map[observedCall]int{}
 	for _, tt := range tests {
@@ -167,7 +174,26 @@ func TestMetricsObserveOutcomes(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond) // anything extra would show now
+	// A sentinel, created now, is queued after anything extra that was
+	// queued by then. Once it has been reconciled, and no worker is busy
+	// (a worker observes a reconcile before it is idle again), every key
+	// taken before it has been observed.
+	create("sentinel")
+	want[observedCall{"success", false}]++ // the sentinel's
+	select {
+	case <-sentinelDone:
+	case <-time.After(time.Minute):
+		t.Fatal("the sentinel was not reconciled within a minute")
+	}
+	idle := func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.active == 0 }
+	deadline = time.Now().Add(time.Minute)
+	for m.count("success", false) < want[observedCall{"success", false}] || !idle() {
+		if time.Now().After(deadline) {
+			m.mu.Lock()
+			t.Fatalf("a minute after the sentinel's reconcile: %d workers busy, outcomes %v", m.active, m.outcomes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)

@@ -10,12 +10,15 @@ import (
 	"github.com/loom-k8s/loom/rest"
 )
 
-// An operator embeds the CRD manifests controller-gen wrote, and installs
-// them at start. (Compiled, not run: it needs a cluster.)
+// manifests stands for the CRD manifests controller-gen wrote, which an
+// operator embeds:
 //
 //	//go:embed config/crd/*.yaml
 var manifests embed.FS
 
+// An operator embeds the CRD manifests controller-gen wrote (a variable of
+// type embed.FS with the directive //go:embed config/crd/*.yaml), and
+// installs them at start. It needs a running API server, so it is compiled, not run.
 func ExampleInstall() {
 	ctx := context.Background()
 	cfg, err := config.Load(config.LoadOptions{})
@@ -36,7 +39,7 @@ func ExampleInstall() {
 }
 
 // Uninstall removes CRDs, and with them every custom resource they held.
-// (Compiled, not run.)
+// It needs a running API server, so it is compiled, not run.
 func ExampleUninstall() {
 	ctx := context.Background()
 	var rc *rest.Client // from rest.New
@@ -50,7 +53,7 @@ func ExampleUninstall() {
 }
 
 // WaitEstablished waits for CRDs installed by someone else, such as a Helm
-// chart. (Compiled, not run.)
+// chart. It needs a running API server, so it is compiled, not run.
 func ExampleWaitEstablished() {
 	ctx := context.Background()
 	var rc *rest.Client // from rest.New

@@ -108,21 +108,46 @@ func TestCachedInvalidateAndErrors(t *testing.T) {
 	}
 }
 
+// waitingContext counts the calls of its Done method: a caller of
+// Cached.Discover that waits for another's call to the source honours its
+// context, so it waits on Done too.
+type waitingContext struct {
+	context.Context
+	waiting atomic.Int32
+}
+
+func (c *waitingContext) Done() <-chan struct{} {
+	c.waiting.Add(1)
+	return c.Context.Done()
+}
+
+// TestCachedSharesOneCall checks that concurrent callers share one call
+// to the source. The source's first call is held until every caller has
+// either called the source or is waiting for another's call, so that
+// without the sharing each of them would call the source.
 func TestCachedSharesOneCall(t *testing.T) {
+	const callers = 8
 	src := &fakeSource{snap: snapshot("example.com", "v1", false, widgets), gate: make(chan struct{})}
 	c := NewCached(src, CacheOptions{})
+	ctx := &waitingContext{Context: context.Background()}
 	var wg sync.WaitGroup
-	for range 8 {
+	for range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Discover(context.Background()); err != nil {
+			if _, err := c.Discover(ctx); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
-	for src.calls.Load() == 0 {
-		time.Sleep(time.Millisecond) // wait for the first caller to reach the source
+	deadline := time.Now().Add(30 * time.Second)
+	for src.calls.Load()+ctx.waiting.Load() < callers {
+		if time.Now().After(deadline) {
+			close(src.gate)
+			wg.Wait()
+			t.Fatalf("after 30s, of %d callers %d called the source and %d wait for a call", callers, src.calls.Load(), ctx.waiting.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
 	close(src.gate)
 	wg.Wait()

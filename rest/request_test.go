@@ -270,6 +270,7 @@ func TestRetries(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.Verb(tt.method).Resource("pods").Name("p").Do(t.Context(), nil) }()
 			var waits []time.Duration
+			deadline := time.Now().Add(30 * time.Second)
 			for {
 				select {
 				case err := <-done:
@@ -305,6 +306,9 @@ func TestRetries(t *testing.T) {
 					}
 					return
 				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Do had not returned 30s after it was called: %d calls, waits %v", calls.Load(), waits)
 				}
 				// Step exactly to the armed timer's deadline.
 				if d, ok := nextTimer(fake); ok {
@@ -382,7 +386,10 @@ func TestRateLimiter(t *testing.T) {
 		t.Errorf("after refill wait = %v", d)
 	}
 	// Wait honours the context.
-	for b.reserve() == 0 {
+	for n := 0; b.reserve() == 0; n++ { // take what refilled: at most the burst
+		if n > 3 {
+			t.Fatalf("%d tokens taken at once from a bucket of burst 3", n)
+		}
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -398,15 +405,24 @@ func TestRateLimiter(t *testing.T) {
 	}
 	done := make(chan error)
 	go func() { done <- c.Get().AbsPath("x").Do(t.Context(), nil) }()
+	deadline := time.Now().Add(30 * time.Second)
 	for fake.Waiters() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request did not wait on the limiter's timer within 30s")
+		}
 		yield()
 	}
 	if calls.Load() != 1 {
 		t.Errorf("second request sent before the limiter allowed it")
 	}
 	fake.Step(time.Second)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second request had not returned 30s after the limiter's second")
 	}
 }
 

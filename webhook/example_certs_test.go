@@ -49,7 +49,8 @@ func ExampleCerts() {
 // injected into its webhook configurations and CRDs, with no cert-manager:
 // Certs renews, and calls the Injector whenever the bundle changes (and once
 // at start). Add certs to a manager as a runnable, next to the webhook
-// server reading the same folder.
+// server reading the same folder. It needs a running API server, so it is
+// compiled, not run.
 func ExampleInjector() {
 	ctx := context.Background()
 	cfg, err := config.Load(config.LoadOptions{})
@@ -88,7 +89,8 @@ func ExampleInjector() {
 // SharedCA gives every replica of a webhook the same CA, kept in a Secret:
 // each replica loads it, signs its own serving certificate with it, and
 // follows its changes; the leader alone publishes it and rotates it.
-// (manager.Manager.Webhooks does all of this for an operator.)
+// (manager.Manager.Webhooks does all of this for an operator.) It needs a
+// running API server, so it is compiled, not run.
 func ExampleSharedCA() {
 	cfg, err := config.Load(config.LoadOptions{InClusterFallback: true})
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 )
 
 // A webhook server with a validating and a defaulting webhook for
-// ConfigMaps, its certificates made and kept fresh by Certs. (Compiled,
-// not run: it serves until interrupted.)
+// ConfigMaps, its certificates made and kept fresh by Certs. It serves on
+// the network until interrupted, so it is compiled, not run.
 func ExampleNewServer() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

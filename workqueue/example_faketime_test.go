@@ -52,7 +52,8 @@ func testRequeueAfter(t *testing.T) {
 // object after some time, is tested without waiting for the delays by
 // running the test in a testing/synctest bubble. An example cannot start
 // a bubble, having no *testing.T, so the test is the function above; go
-// test runs it from a test of this package.
+// test runs it from a test of this package (TestFakeTimeExample). The
+// example itself is compiled, not run.
 func Example_fakeTime() {
 	_ = testRequeueAfter // in your package: func TestRequeueAfter(t *testing.T)
 }

@@ -23,6 +23,17 @@ func newQueue(t *testing.T) *workqueue.Queue[string] {
 	return q
 }
 
+// getReady is q.Get for a test that drives q from one goroutine, where
+// Get must find an item ready: when none is, it fails t rather than
+// block until the test times out.
+func getReady(t *testing.T, q *workqueue.Queue[string]) (string, bool) {
+	t.Helper()
+	if q.Len() == 0 {
+		t.Fatal("no item is ready: Get would block")
+	}
+	return q.Get()
+}
+
 // TestConformance runs the conformance kit, one subtest per case, with
 // the AddAfter cases driven by a fake clock: RunDelaying starts subtests,
 // which a synctest bubble does not allow.
@@ -51,7 +62,7 @@ func TestShutDownWithDrainWaitsForDone(t *testing.T) {
 	q := newQueue(t)
 	q.Add("a")
 	q.Add("b")
-	if _, ok := q.Get(); !ok {
+	if _, ok := getReady(t, q); !ok {
 		t.Fatal("Get failed")
 	}
 	drained := make(chan struct{})
@@ -59,9 +70,13 @@ func TestShutDownWithDrainWaitsForDone(t *testing.T) {
 		q.ShutDownWithDrain()
 		close(drained)
 	}()
+	deadline := time.Now().Add(30 * time.Second)
 	for !q.ShuttingDown() {
 		// ShuttingDown turns true under the same lock hold in which the
 		// drain starts waiting.
+		if time.Now().After(deadline) {
+			t.Fatal("ShuttingDown still false 30s after ShutDownWithDrain was called")
+		}
 		runtime.Gosched()
 	}
 	// b is ready, not processing: the drain waits only for a, and a
@@ -77,7 +92,11 @@ func TestShutDownWithDrainWaitsForDone(t *testing.T) {
 	default:
 	}
 	q.Done("b")
-	<-drained
+	select {
+	case <-drained:
+	case <-time.After(30 * time.Second):
+		t.Fatal("ShutDownWithDrain had not returned 30s after the last item was done")
+	}
 	if _, ok := q.Get(); ok {
 		t.Fatal("Get after drain returned an item")
 	}
@@ -175,7 +194,7 @@ func TestShrinkAfterBurst(t *testing.T) {
 			q.Add(strconv.Itoa(i))
 		}
 		for i := range n {
-			item, ok := q.Get()
+			item, ok := getReady(t, q)
 			if !ok || item != strconv.Itoa(i) {
 				t.Fatalf("round %d: Get = %q, %v; want %d", round, item, ok, i)
 			}
@@ -185,7 +204,7 @@ func TestShrinkAfterBurst(t *testing.T) {
 			q.Done(item)
 		}
 		for i := 0; i < n; i += 2 {
-			item, _ := q.Get()
+			item, _ := getReady(t, q)
 			if item != strconv.Itoa(i) {
 				t.Fatalf("round %d: re-queued Get = %q, want %d", round, item, i)
 			}
@@ -207,7 +226,7 @@ func TestManyFinishedItems(t *testing.T) {
 		q.Add(strconv.Itoa(i))
 	}
 	for range n {
-		item, _ := q.Get()
+		item, _ := getReady(t, q)
 		q.Done(item)
 	}
 	for i := n - 1; i >= 0; i-- {
@@ -218,7 +237,7 @@ func TestManyFinishedItems(t *testing.T) {
 		t.Fatalf("Len = %d, want %d", l, n)
 	}
 	for i := n - 1; i >= 0; i-- {
-		item, ok := q.Get()
+		item, ok := getReady(t, q)
 		if !ok || item != strconv.Itoa(i) {
 			t.Fatalf("Get = %q, %v; want %d", item, ok, i)
 		}

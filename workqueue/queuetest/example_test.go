@@ -26,7 +26,8 @@ func ExampleStress() {
 	// Output: producer sequences: 1000 violations: 0 <nil>
 }
 
-// In a test of your own queue, Run reports each case as a subtest.
+// In a test of your own queue, Run reports each case as a subtest. It
+// needs the test's *testing.T, so it is compiled, not run.
 func ExampleRun() {
 	_ = func(t *testing.T) {
 		queuetest.Run(t, func() workqueue.Interface[string] {
@@ -38,7 +39,8 @@ func ExampleRun() {
 // A workqueue.Queue runs on the real clock; in a testing/synctest bubble
 // that clock is fake, so advance can sleep and then wait for the queue's
 // timer to deliver what fell due. CheckDelaying, which starts no
-// subtests, runs in one bubble.
+// subtests, runs in one bubble. A bubble needs the test's *testing.T, so
+// the example is compiled, not run.
 func ExampleCheckDelaying() {
 	_ = func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -68,7 +70,8 @@ func newMyQueue(*myFakeClock) workqueue.DelayingInterface[string] { return nil }
 // core and AddAfter, as a subtest; advance must fire due delays before it
 // returns, as a fake clock's Step does. A bubble of testing/synctest
 // cannot hold subtests: to test a queue on the real clock, such as a
-// workqueue.Queue, use CheckDelaying in a bubble.
+// workqueue.Queue, use CheckDelaying in a bubble. It needs the test's
+// *testing.T, so it is compiled, not run.
 func ExampleRunDelaying() {
 	_ = func(t *testing.T) {
 		queuetest.RunDelaying(t, func() (workqueue.DelayingInterface[string], func(time.Duration)) {
