@@ -119,12 +119,16 @@ chaos: assets
 node-deps:
 	@bash tools/node-deps.sh
 
-## real-nodes: the real-node tests (kubelet, containerd and runc running
-## Pods; make test runs them too), then real against fake node figures,
+## real-nodes: the real-node tests (kubelet, containerd, runc and
+## kube-proxy running Pods; make test runs them too), the At operator
+## deployed as two Pods (examples/at TestOperatorAsPods: webhooks through
+## its Service, leader Pod deleted, a rolling update under webhook load;
+## about a minute and a half), then real against fake node figures,
 ## appended to testenv/results/$(date)-real-nodes.txt (docs/dev-cluster.md).
 real-nodes: assets node-deps
 	$(GO) test -count=1 -v -run '^(TestRealNode|TestNodeConfigs|TestCRIMessages)' -timeout 20m ./testenv
 	cd cmd/loom && $(GO) test -count=1 -v -run '^TestDevRealNodeLogs$$' -timeout 20m .
+	cd examples/at && LOOM_OPERATOR_PODS=1 $(GO) test -count=1 -v -run '^TestOperatorAsPods$$' -timeout 20m .
 	LOOM_NODE_FIGURES=$(CURDIR)/testenv/results/$$(date +%F)-real-nodes.txt $(GO) test -count=1 -v -run '^TestNodeFigures$$' -timeout 20m ./testenv
 
 ## release: the release VERSION (such as v0.1.0) as a Go module proxy in

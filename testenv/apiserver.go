@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -43,11 +44,17 @@ samplingRatePerMillion: 0
 // startAPIServer starts kube-apiserver on a free port, writes the admin
 // kubeconfig and waits for /readyz.
 func (e *Env) startAPIServer(ctx context.Context, bin string) error {
-	port, err := freePort()
+	// With real nodes it listens on the env's bridge, which Pods reach
+	// (as the endpoint of the "kubernetes" Service) and this machine too.
+	host := "127.0.0.1"
+	if ips := e.bridgeIPs(); len(ips) > 0 {
+		host = ips[0].String()
+	}
+	port, err := freePortAt(host)
 	if err != nil {
 		return err
 	}
-	e.URL = "https://127.0.0.1:" + strconv.Itoa(port)
+	e.URL = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 	e.Kubeconfig = kubeconfig(e.URL, e.CAPEM, "loom-admin", e.AdminCertPEM, e.AdminKeyPEM)
 	e.KubeconfigPath = e.path("kubeconfig")
 	if err := os.WriteFile(e.KubeconfigPath, e.Kubeconfig, 0o600); err != nil {
@@ -62,8 +69,8 @@ func (e *Env) startAPIServer(ctx context.Context, bin string) error {
 	}
 	args := []string{
 		"--etcd-servers=" + e.EtcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + host,
+		"--advertise-address=" + host,
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + e.path("serving.crt"),
 		"--tls-private-key-file=" + e.path("serving.key"),

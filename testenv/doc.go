@@ -81,10 +81,13 @@
 // rewrite are covered by files, so the machine's values stay. Pods get
 // addresses on a bridge named loom<id>, in a /16 of 10/8 that nothing else
 // on the machine uses; this machine reaches them at their Pod IPs.
-// kube-proxy is not run: ClusterIP Services do not route, and a webhook
-// Service is reached through its ClusterIP unless kube-apiserver runs with
-// --enable-aggregator-routing=true (Options.APIServerArgs), which has it
-// call an endpoint's Pod IP instead and breaks RegisterLocalAPIService.
+// With real nodes kube-apiserver listens on the bridge's own address (not
+// 127.0.0.1), which the machine and the Pods both reach, and kube-proxy
+// (nftables mode) routes Services, so an operator in a Pod finds the API
+// server with in-cluster config and kube-apiserver calls webhooks through
+// their Service. kube-proxy's nftables tables have fixed names, so one
+// env at a time on a machine runs it: an env started while another holds
+// it logs a warning, and its Services do not route.
 //
 // Stop stops kubelet, then every Pod sandbox through containerd (so the
 // CNI plugin releases its network), then containerd, and removes what was

@@ -84,7 +84,9 @@ type Options struct {
 // Env is a running control plane. Its exported fields are set by Start and
 // must not be changed. Its methods are safe for concurrent use.
 type Env struct {
-	// URL is kube-apiserver's address, https://127.0.0.1:<port>.
+	// URL is kube-apiserver's address, https://127.0.0.1:<port>; with real
+	// nodes, https://<bridge address>:<port> (see RealNode.IP), which this
+	// machine and the Pods reach.
 	URL string
 	// KubeconfigPath is the admin kubeconfig written in Dir; Kubeconfig holds
 	// the same bytes. The admin authenticates with AdminCertPEM/AdminKeyPEM.
@@ -137,6 +139,7 @@ type Env struct {
 	stopped   bool
 	realNodes []*realNode
 	nodeRec   *nodeEnvRecord // what the real nodes made on the machine
+	kubeProxy *proc          // with real nodes, when this env holds the machine's kube-proxy
 }
 
 // Start starts a control plane and waits until it is ready. On error,
@@ -172,7 +175,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		need = append(need, "kwok")
 	}
 	if opts.RealNodes > 0 {
-		need = append(need, "kubelet")
+		need = append(need, "kubelet", "kube-proxy")
 	}
 	for _, n := range need {
 		p, err := binary(assets, n)
@@ -233,6 +236,12 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		}
 	}()
 
+	if opts.RealNodes > 0 {
+		// kube-apiserver listens on the bridge, so the bridge comes first.
+		if err := e.prepareRealNodeNetwork(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.writePKI(); err != nil {
 		return nil, err
 	}
@@ -268,7 +277,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		}
 	}
 	if opts.RealNodes > 0 {
-		if err := e.startRealNodes(ctx, bins["kubelet"]); err != nil {
+		if err := e.startRealNodes(ctx, bins["kubelet"], bins["kube-proxy"]); err != nil {
 			return nil, err
 		}
 	}
@@ -390,7 +399,7 @@ func (e *Env) writePKI() error {
 		CommonName: "kube-apiserver",
 		Server:     true,
 		DNSNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPs:        []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		IPs:        append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, e.bridgeIPs()...),
 	})
 	if err != nil {
 		return fmt.Errorf("testenv: serving certificate: %w", err)
@@ -498,8 +507,11 @@ current-context: loom
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort() (int, error) { return freePortAt("127.0.0.1") }
+
+// freePortAt returns a TCP port on host that was free a moment ago.
+func freePortAt(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("testenv: find a free port: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,6 +325,9 @@ type nodeEnvRecord struct {
 	Subnet     string   `json:"subnet"`
 	CgroupRoot string   `json:"cgroupRoot"`
 	Sockets    []string `json:"sockets"` // containerd sockets, to find their shims
+	// KubeProxy is set when the env runs kube-proxy, whose nftables tables
+	// are machine-wide: one env at a time does.
+	KubeProxy bool `json:"kubeProxy,omitempty"`
 }
 
 // kubeletClientUser is the user kube-apiserver authenticates as to
@@ -338,4 +342,22 @@ func (e *Env) writeKubeletClientPKI() error {
 		return fmt.Errorf("testenv: kubelet client certificate: %w", err)
 	}
 	return writeFiles(map[string][]byte{e.path("kubelet-client.crt"): cert, e.path("kubelet-client.key"): key})
+}
+
+// bridgeIPs is the address of the env's bridge (the first of its subnet),
+// or nothing without real nodes.
+func (e *Env) bridgeIPs() []net.IP {
+	e.mu.Lock()
+	rec := e.nodeRec
+	e.mu.Unlock()
+	if rec == nil {
+		return nil
+	}
+	_, subnet, err := net.ParseCIDR(rec.Subnet)
+	if err != nil || subnet.IP.To4() == nil {
+		return nil
+	}
+	ip := append(net.IP(nil), subnet.IP.To4()...)
+	ip[3] = 1
+	return []net.IP{ip}
 }

@@ -74,25 +74,19 @@ func checkRealNodeHost() error {
 	return e
 }
 
-// startRealNodes starts Options.RealNodes real nodes once the control plane
-// runs: it records the env on the machine (see hostAcquire), makes the
-// env's cgroup and bridge, builds the pause image, lets kube-apiserver's
-// kubelet client use the kubelet API, starts each node's containerd and
-// kubelet, and waits until every node is Ready.
-func (e *Env) startRealNodes(ctx context.Context, kubeletBin string) error {
-	count := e.opts.RealNodes
-	rec, err := hostAcquire(e.Dir, count, e.log)
+// prepareRealNodeNetwork runs before kube-apiserver starts when
+// Options.RealNodes is set: it records the env on the machine (see
+// hostAcquire) and makes the env's bridge with its gateway address, on
+// which kube-apiserver then listens, so that Pods reach it (the CNI bridge
+// plugin adopts the bridge by its name).
+func (e *Env) prepareRealNodeNetwork(ctx context.Context) error {
+	rec, err := hostAcquire(e.Dir, e.opts.RealNodes, e.log)
 	if err != nil {
 		return err
 	}
 	e.mu.Lock()
 	e.nodeRec = rec
 	e.mu.Unlock()
-	e.log.Info("starting real nodes", "count", count, "bridge", rec.Bridge, "subnet", rec.Subnet, "cgroup", rec.CgroupRoot)
-
-	if err := makeCgroups(rec.CgroupRoot, count); err != nil {
-		return err
-	}
 	_, subnet, _ := net.ParseCIDR(rec.Subnet)
 	gw := gatewayIP(subnet)
 	ones, _ := subnet.Mask.Size()
@@ -104,6 +98,25 @@ func (e *Env) startRealNodes(ctx context.Context, kubeletBin string) error {
 	}
 	if err := runCmd(ctx, "ip", "link", "set", rec.Bridge, "up"); err != nil {
 		return fmt.Errorf("testenv: bring up bridge %s: %w", rec.Bridge, err)
+	}
+	return nil
+}
+
+// startRealNodes starts Options.RealNodes real nodes once the control plane
+// runs on the env's bridge (see prepareRealNodeNetwork): it makes the
+// env's cgroup, builds the pause image, lets kube-apiserver's kubelet
+// client use the kubelet API, starts each node's containerd and kubelet,
+// waits until every node is Ready, and starts kube-proxy (see
+// startKubeProxy).
+func (e *Env) startRealNodes(ctx context.Context, kubeletBin, kubeProxyBin string) error {
+	count := e.opts.RealNodes
+	e.mu.Lock()
+	rec := e.nodeRec
+	e.mu.Unlock()
+	e.log.Info("starting real nodes", "count", count, "bridge", rec.Bridge, "subnet", rec.Subnet, "cgroup", rec.CgroupRoot)
+
+	if err := makeCgroups(rec.CgroupRoot, count); err != nil {
+		return err
 	}
 
 	pauseTar, err := e.buildPauseImage(ctx)
@@ -128,8 +141,97 @@ func (e *Env) startRealNodes(ctx context.Context, kubeletBin string) error {
 			return err
 		}
 	}
+	if rec.KubeProxy {
+		return e.startKubeProxy(ctx, rec, kubeProxyBin)
+	}
+	e.log.Warn("another env on this machine runs kube-proxy (its nftables table is machine-wide): this env's Services do not route")
 	return nil
 }
+
+// startKubeProxy runs one kube-proxy for the env, in nftables mode, as
+// the first real node: it routes every Service's ClusterIP (among them
+// the "kubernetes" Service, whose endpoint is kube-apiserver on the
+// bridge) from Pods and from this machine. It leaves the machine's
+// conntrack settings as they are, serves health and metrics on
+// 127.0.0.1, and opens NodePorts on the bridge's address only. Its
+// nftables tables ("kube-proxy" in the ip and ip6 families) are removed
+// by cleanupNodeEnv.
+func (e *Env) startKubeProxy(ctx context.Context, rec *nodeEnvRecord, bin string) error {
+	_, subnet, _ := net.ParseCIDR(rec.Subnet)
+	gw := gatewayIP(subnet)
+	dir := e.path("kube-proxy")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("testenv: kube-proxy: %w", err)
+	}
+	// The built-in binding system:node-proxier grants this user what
+	// kube-proxy reads.
+	cert, key, err := issue(e.ca, pki.Request{CommonName: "system:kube-proxy"})
+	if err != nil {
+		return fmt.Errorf("testenv: kube-proxy client certificate: %w", err)
+	}
+	healthz, err := freePort()
+	if err != nil {
+		return err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return err
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: %q
+mode: nftables
+hostnameOverride: %q
+clusterCIDR: %q
+healthzBindAddress: "127.0.0.1:%d"
+metricsBindAddress: "127.0.0.1:%d"
+nodePortAddresses: [%q]
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+  udpTimeout: 0s
+  udpStreamTimeout: 0s
+`, kc, RealNodeName(0), rec.Subnet, healthz, metrics, gw.String()+"/32")
+	if err := writeFiles(map[string][]byte{
+		kc:                                kubeconfig(e.URL, e.CAPEM, "system:kube-proxy", cert, key),
+		filepath.Join(dir, "config.yaml"): []byte(cfg),
+	}); err != nil {
+		return err
+	}
+	p, err := e.addProc("kube-proxy", bin, []string{"--config=" + filepath.Join(dir, "config.yaml"), "--v=1"})
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.kubeProxy = p
+	e.mu.Unlock()
+	// Up once its /healthz answers 200 (its rules synced).
+	hc := &http.Client{Timeout: 2 * time.Second}
+	defer hc.CloseIdleConnections()
+	return e.waitFor(ctx, "kube-proxy /healthz", p, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz), nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("/healthz: %s", resp.Status)
+		}
+		return true, nil
+	})
+}
+
+// kubeProxyTables are the nftables tables kube-proxy makes in nftables
+// mode, as "family name".
+var kubeProxyTables = []string{"ip kube-proxy", "ip6 kube-proxy"}
 
 func (e *Env) realNodesSnapshot() []*realNode {
 	e.mu.Lock()
@@ -382,8 +484,8 @@ func (e *Env) buildPauseImage(ctx context.Context) (string, error) {
 // nodes (see hostRelease).
 func (e *Env) stopRealNodes() error {
 	e.mu.Lock()
-	nodes, rec := e.realNodes, e.nodeRec
-	e.realNodes, e.nodeRec = nil, nil
+	nodes, rec, kp := e.realNodes, e.nodeRec, e.kubeProxy
+	e.realNodes, e.nodeRec, e.kubeProxy = nil, nil, nil
 	e.mu.Unlock()
 	if rec == nil {
 		return nil
@@ -395,6 +497,10 @@ func (e *Env) stopRealNodes() error {
 		}
 	}
 	e.log.Info("stopped kubelets", "took", time.Since(start))
+	// kube-proxy before its tables go, or it would write them again.
+	if kp != nil {
+		kp.stop(5 * time.Second)
+	}
 	var errs []error
 	for _, n := range nodes {
 		if n.containerd == nil {
@@ -454,6 +560,18 @@ func removeSandboxes(socket string) error {
 // veth still attached to it, and its cgroups in every hierarchy.
 func cleanupNodeEnv(rec *nodeEnvRecord, log interface{ Warn(string, ...any) }) error {
 	var errs []error
+	if rec.KubeProxy {
+		tables := nftTables()
+		for _, t := range kubeProxyTables {
+			if !slices.Contains(tables, t) {
+				continue
+			}
+			fam, name, _ := strings.Cut(t, " ")
+			if err := runCmd(context.Background(), "nft", "delete", "table", fam, name); err != nil {
+				errs = append(errs, fmt.Errorf("testenv: remove kube-proxy's rules: %w", err))
+			}
+		}
+	}
 	killShims(rec.Sockets)
 	if err := killCgroupTree(rec.CgroupRoot); err != nil {
 		errs = append(errs, err)
@@ -864,6 +982,7 @@ func hostAcquire(dir string, nodes int, log interface{ Warn(string, ...any) }) (
 		for i := range nodes {
 			rec.Sockets = append(rec.Sockets, nodeSocket(rec.Dir, i))
 		}
+		rec.KubeProxy = !slices.ContainsFunc(st.Envs, func(r *nodeEnvRecord) bool { return r.KubeProxy })
 		st.Envs = append(st.Envs, rec)
 		return writeHostState(st)
 	})

@@ -9,7 +9,11 @@ func checkRealNodeHost() error {
 	return &RealNodesUnavailableError{Missing: []string{"linux"}}
 }
 
-func (e *Env) startRealNodes(ctx context.Context, kubeletBin string) error {
+func (e *Env) prepareRealNodeNetwork(ctx context.Context) error {
+	return checkRealNodeHost()
+}
+
+func (e *Env) startRealNodes(ctx context.Context, kubeletBin, kubeProxyBin string) error {
 	return checkRealNodeHost()
 }
 

@@ -273,7 +273,7 @@ func snapshotHost(t *testing.T) hostSnapshot {
 
 func (a hostSnapshot) diff(b hostSnapshot) string {
 	var d []string
-	for _, name := range []string{"containerd", "kubelet", "containerd-shim", "pause", "manager", "runc"} {
+	for _, name := range []string{"containerd", "kubelet", "kube-proxy", "containerd-shim", "pause", "manager", "runc"} {
 		if a.procs[name] != b.procs[name] {
 			d = append(d, fmt.Sprintf("processes named %s: %d before, %d after", name, a.procs[name], b.procs[name]))
 		}
@@ -438,9 +438,10 @@ func main() {
 `
 
 // TestRealNodeWebhookEndpointRouting serves a validating webhook from a Pod
-// behind a Service. There is no kube-proxy, so the Service's ClusterIP does
-// not route; with --enable-aggregator-routing=true kube-apiserver calls an
-// endpoint of the Service (its Pod IP, on the env's bridge) instead.
+// behind a Service, with --enable-aggregator-routing=true: kube-apiserver
+// calls an endpoint of the Service (its Pod IP, on the env's bridge)
+// instead of its ClusterIP, as an env without kube-proxy (one started
+// while another env on the machine runs it) must.
 func TestRealNodeWebhookEndpointRouting(t *testing.T) {
 	requireRealNodes(t)
 	env := New(t, Options{Controllers: true, Scheduler: true, RealNodes: 1, APIServerArgs: []string{"--enable-aggregator-routing=true"}})

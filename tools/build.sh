@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries Loom tests against, from Go modules only:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet
-# and kwok, plus kwok's stage configuration (kwok-stages.yaml), and the code generator
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet,
+# kube-proxy and kwok, plus kwok's stage configuration (kwok-stages.yaml), and the code generator
 # controller-gen (from the tools/codegen module; `make generate` runs it).
 #
 # Versions come from testenv/versions.env (the one pinned list); tools/go.mod
@@ -64,6 +64,8 @@ build kubectl k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 # kubelet runs testenv's real nodes (with containerd, runc and the CNI
 # plugins that tools/node-deps.sh installs); fake nodes do not need it.
 build kubelet k8s.io/kubernetes/cmd/kubelet "$kube_ldflags"
+# kube-proxy routes Service addresses on real nodes (nftables mode).
+build kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$kube_ldflags"
 build kwok sigs.k8s.io/kwok/cmd/kwok "$kwok_ldflags"
 # controller-gen has its own module (tools/codegen), so that its newer
 # dependencies do not move the control plane's; the version is in the name

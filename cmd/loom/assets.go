@@ -25,7 +25,7 @@ func init() {
 
 // assetNames are the files tools/build.sh puts in the assets folder.
 func assetNames() []string {
-	return []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kwok",
+	return []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy", "kwok",
 		"controller-gen-" + controllerToolsVersion, "kwok-stages.yaml"}
 }
 
@@ -46,9 +46,10 @@ func runAssets(ctx context.Context, args []string, out, errOut io.Writer) error 
 	fs.Usage = func() {
 		fmt.Fprintf(errOut, "Usage: loom assets [--kube-version V] [--from DIR]\n\n"+
 			"Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,\n"+
-			"kubelet, kwok and controller-gen from the Go module proxy into the per-user cache\n"+
-			"that testenv and loom dev read (or $LOOM_ASSETS), keeps the ones already there,\n"+
-			"and prints the folder. The first build takes about 10 minutes on 2 cores.\n\n")
+			"kubelet, kube-proxy, kwok and controller-gen from the Go module proxy into the\n"+
+			"per-user cache that testenv and loom dev read (or $LOOM_ASSETS), keeps the ones\n"+
+			"already there, and prints the folder. The first build takes about 10 minutes on\n"+
+			"2 cores.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
