@@ -37,10 +37,12 @@ import (
 // It runs the page as a user outside this repository would. The work tree
 // is released (tools/release) into a file module proxy at a version of its
 // own, v<the CHANGELOG's latest>-test.<time>, or $LOOM_RELEASE_VERSION;
-// the script's HOME, GOPATH and module cache are empty (so is its build
-// cache with LOOM_COLD_GOCACHE set: the go command keys compiled packages
-// of a module version by the version alone, so a fixed version needs it),
-// and GOPROXY reads that folder first. LOOM_ASSETS is the per-user cache's
+// the script's HOME and GOPATH are empty, and GOPROXY reads that folder
+// first. It shares the machine's module and build caches, and removes the
+// release's version from the module cache after; with LOOM_COLD_GOCACHE
+// set (make release-e2e) both are empty instead (the go command keys
+// compiled packages of a module version by the version alone, so a fixed
+// version such as v0.1.0 needs an empty build cache). LOOM_ASSETS is the per-user cache's
 // folder of control-plane binaries, outside the repository.
 //
 // The page installs loom from the release, scaffolds a project, runs its
@@ -100,9 +102,14 @@ func TestGettingStarted(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	gocache := goEnv("GOCACHE")
+	gocache, modcache := goEnv("GOCACHE"), ""
 	if os.Getenv("LOOM_COLD_GOCACHE") != "" {
-		gocache = filepath.Join(tmp, "gocache")
+		gocache = filepath.Join(tmp, "gocache") // and GOMODCACHE empty, under GOPATH
+	} else {
+		// Warm: the machine's module cache, which verifies what it holds;
+		// the release's own version (a new one each run) is removed after.
+		modcache = goEnv("GOMODCACHE")
+		t.Cleanup(func() { removeModuleVersion(modcache, "github.com/loom-k8s/loom", version) })
 	}
 	home, gopath := filepath.Join(tmp, "home"), filepath.Join(tmp, "gopath")
 	if err := os.MkdirAll(home, 0o755); err != nil {
@@ -110,7 +117,7 @@ func TestGettingStarted(t *testing.T) {
 	}
 	cacheHome := filepath.Join(tmp, "cache") // loom dev's state: cache/loom/dev
 	env := append(os.Environ(),
-		"HOME="+home, "GOPATH="+gopath, "GOMODCACHE=", "GOCACHE="+gocache,
+		"HOME="+home, "GOPATH="+gopath, "GOMODCACHE="+modcache, "GOCACHE="+gocache,
 		"GOPROXY=file://"+proxy+","+goEnv("GOPROXY"), "GONOSUMDB=github.com/loom-k8s/loom",
 		"PATH="+filepath.Join(gopath, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"LOOM_ASSETS="+assets,
@@ -218,6 +225,38 @@ func TestGettingStarted(t *testing.T) {
 		t.Fatalf("tools/helmcheck: %v\n%s", err, hc)
 	}
 	t.Log(strings.TrimSpace(string(hc)))
+}
+
+// removeModuleVersion removes the modules of a release (the core module
+// and those under it, such as tools) at version from the module cache
+// modcache: the files the go command extracted and downloaded for them.
+func removeModuleVersion(modcache, module, version string) {
+	var dirs []string
+	for _, pattern := range []string{
+		filepath.Join(modcache, module+"@"+version),
+		filepath.Join(modcache, module, "*@"+version),
+		filepath.Join(modcache, module, "*", "*@"+version),
+	} {
+		m, _ := filepath.Glob(pattern)
+		dirs = append(dirs, m...)
+	}
+	for _, pattern := range []string{
+		filepath.Join(modcache, "cache", "download", module, "@v", version+".*"),
+		filepath.Join(modcache, "cache", "download", module, "*", "@v", version+".*"),
+		filepath.Join(modcache, "cache", "download", module, "*", "*", "@v", version+".*"),
+	} {
+		m, _ := filepath.Glob(pattern)
+		dirs = append(dirs, m...)
+	}
+	for _, d := range dirs {
+		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				_ = os.Chmod(p, 0o755) // the module cache is read-only
+			}
+			return nil
+		})
+		_ = os.RemoveAll(d)
+	}
 }
 
 // docScript turns a Markdown page's ```sh blocks into one bash script, with
