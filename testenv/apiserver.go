@@ -2,12 +2,15 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // frontProxyClientName is the common name of kube-apiserver's proxy client
@@ -186,6 +189,31 @@ func (e *Env) StartAPIServer(ctx context.Context) error {
 }
 
 // get sends an admin GET to kube-apiserver and returns the status and body.
+// getJSON reads path, which must answer 200, into out.
+func (e *Env) getJSON(ctx context.Context, hc *http.Client, path string, out any) error {
+	code, body, err := e.get(ctx, hc, path)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("get %s: %d: %s", path, code, body)
+	}
+	return json.Unmarshal([]byte(body), out)
+}
+
+// nodeReady reports whether node's Ready condition is True, and else why.
+func nodeReady(node corev1.Node) (bool, error) {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+			return false, fmt.Errorf("%s: Ready is %s: %s", node.Name, c.Status, c.Message)
+		}
+	}
+	return false, fmt.Errorf("%s: no Ready condition yet", node.Name)
+}
+
 func (e *Env) get(ctx context.Context, hc *http.Client, path string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+path, nil)
 	if err != nil {

@@ -92,23 +92,14 @@ spec:
 		}
 	}
 	return e.waitFor(ctx, "fake nodes to be Ready", p, func(ctx context.Context) (bool, error) {
-		code, body, err := e.get(ctx, hc, "/api/v1/nodes")
-		if err != nil {
-			return false, err
-		}
-		if code != http.StatusOK {
-			return false, fmt.Errorf("list nodes: %d: %s", code, body)
-		}
 		var nodes corev1.NodeList
-		if err := json.Unmarshal([]byte(body), &nodes); err != nil {
+		if err := e.getJSON(ctx, hc, "/api/v1/nodes", &nodes); err != nil {
 			return false, err
 		}
 		ready := 0
 		for _, n := range nodes.Items {
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					ready++
-				}
+			if ok, _ := nodeReady(n); ok {
+				ready++
 			}
 		}
 		return ready >= e.opts.Nodes, fmt.Errorf("%d of %d nodes Ready", ready, e.opts.Nodes)

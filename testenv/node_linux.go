@@ -397,23 +397,11 @@ func (e *Env) startRealNode(ctx context.Context, i int, rec *nodeEnvRecord, kube
 // waitNodeReady waits until the node has registered and is Ready.
 func (e *Env) waitNodeReady(ctx context.Context, hc *http.Client, n *realNode) error {
 	return e.waitFor(ctx, n.Name+" to be Ready", n.kubelet, func(ctx context.Context) (bool, error) {
-		code, body, err := e.get(ctx, hc, "/api/v1/nodes/"+n.Name)
-		if err != nil {
-			return false, err
-		}
-		if code != http.StatusOK {
-			return false, fmt.Errorf("get node: %d: %s", code, body)
-		}
 		var node corev1.Node
-		if err := json.Unmarshal([]byte(body), &node); err != nil {
+		if err := e.getJSON(ctx, hc, "/api/v1/nodes/"+n.Name, &node); err != nil {
 			return false, err
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, fmt.Errorf("Ready is %s: %s", c.Status, c.Message)
-			}
-		}
-		return false, errors.New("no Ready condition yet")
+		return nodeReady(node)
 	})
 }
 
