@@ -44,16 +44,45 @@ func (c *Controller[T]) Owns(src Source, preds ...Predicate) *Controller[T] {
 	return c
 }
 
+// OwnsAny is [Controller.Owns] for every owner of the controller's type,
+// not only the controller owner: a change to an object of src reconciles
+// each object of type T among its owner references (as controller-runtime's
+// Owns with MatchEveryOwner). It is for objects that several owners share,
+// such as a Secret that a few custom resources list as theirs.
+func (c *Controller[T]) OwnsAny(src Source, preds ...Predicate) *Controller[T] {
+	gk := c.kind.GroupKind()
+	if gk.Kind == "" {
+		c.fail(fmt.Errorf("OwnsAny: the kind of %T is not known (add it to the manager's Scheme)", *new(T)))
+		return c
+	}
+	c.fail(c.watch(src, true, false, c.owners, preds))
+	return c
+}
+
+// owners returns the keys of obj's owners of the controller's type.
+func (c *Controller[T]) owners(obj client.Object) []Request {
+	var reqs []Request
+	for i := range obj.GetOwnerReferences() {
+		ref := &obj.GetOwnerReferences()[i]
+		if c.ofKind(ref) {
+			reqs = append(reqs, Request{Namespace: c.ownerNamespace(obj), Name: ref.Name})
+		}
+	}
+	return reqs
+}
+
+// ofKind reports whether ref names an object of the controller's type.
+func (c *Controller[T]) ofKind(ref *metav1.OwnerReference) bool {
+	gk := c.kind.GroupKind()
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == gk.Group && ref.Kind == gk.Kind
+}
+
 // owner returns the key and the reference of obj's controller owner, if
 // that owner is of the controller's type.
 func (c *Controller[T]) owner(obj client.Object) (Request, *metav1.OwnerReference, bool) {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil {
-		return Request{}, nil, false
-	}
-	gk := c.kind.GroupKind()
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != gk.Group || ref.Kind != gk.Kind {
+	if ref == nil || !c.ofKind(ref) {
 		return Request{}, nil, false
 	}
 	return Request{Namespace: c.ownerNamespace(obj), Name: ref.Name}, ref, true
