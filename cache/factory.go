@@ -169,6 +169,7 @@ type factoryEntry struct {
 	gk      schema.GroupKind                // the kind of its objects, if known
 	relist  func(ctx context.Context) error // the informer's Relist
 	narrow  func(ctx context.Context, keep func(client.Object) bool) error
+	stats   func() InformerStats
 	started bool
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when Start has returned
@@ -284,7 +285,7 @@ func InformerFor[E any, T interface {
 		Sharing:           f.opts.Sharing,
 		DropManagedFields: f.opts.DropManagedFields,
 	})
-	e := &factoryEntry{inf: inf, gk: gk, relist: inf.Relist,
+	e := &factoryEntry{inf: inf, gk: gk, relist: inf.Relist, stats: inf.Stats,
 		narrow: func(ctx context.Context, keep func(client.Object) bool) error {
 			return inf.Narrow(ctx, func(o T) bool { return keep(o) })
 		}}

@@ -191,10 +191,15 @@ type Informer[T client.Object] struct {
 	// that Relist and Narrow return after the inline handlers heard of
 	// the change. deliveredMu guards delivered and deliveredWake, which
 	// is closed and replaced each time delivered moves.
-	processed     atomic.Uint64 // only the popping goroutine adds
-	deliveredMu   sync.Mutex
-	delivered     uint64
-	deliveredWake chan struct{}
+	processed atomic.Uint64 // only the popping goroutine adds
+	// processingNanos adds up the time from the start of each process to
+	// the end of its deliverPending (see Stats); processStart is when the
+	// last process began. Only the popping goroutine writes them.
+	processingNanos atomic.Int64
+	processStart    time.Time
+	deliveredMu     sync.Mutex
+	delivered       uint64
+	deliveredWake   chan struct{}
 }
 
 // pendingCall is one notification to deliver to a handler.
@@ -515,8 +520,12 @@ func (i *Informer[T]) Start(ctx context.Context) error {
 func (i *Informer[T]) popLoop(ctx context.Context) {
 	defer i.noteDelivered(true)
 	for ctx.Err() == nil {
+		before := i.processed.Load()
 		err := i.fifo.Pop(ctx, i.process)
 		i.deliverPending()
+		if i.processed.Load() != before {
+			i.processingNanos.Add(int64(time.Since(i.processStart)))
+		}
 		i.noteDelivered(false)
 		var perr *ProcessError
 		switch {
@@ -586,6 +595,7 @@ func (i *Informer[T]) checkSynced() {
 // process applies one key's deltas to the cache and queues the
 // notifications. It runs inside DeltaFIFO.Pop, with the queue locked.
 func (i *Informer[T]) process(key string, deltas []Delta[T]) error {
+	i.processStart = time.Now()
 	i.processed.Add(1)
 	i.mu.Lock()
 	defer i.mu.Unlock()

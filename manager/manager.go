@@ -235,6 +235,9 @@ func New(opts Options) (*Manager, error) {
 	if sh != nil {
 		sh.factory = factory
 	}
+	if err := m.reg.Register(informerCollector{factory}); err != nil {
+		return nil, fmt.Errorf("manager: metrics: %w", err)
+	}
 	mgr := &Manager{
 		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, sharded: sh,
 		clients: map[clientKey]any{}, addrs: map[string]net.Addr{}, factory: factory,
