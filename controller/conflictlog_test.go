@@ -15,9 +15,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
-	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -40,16 +38,7 @@ func (r *records) WithGroup(string) slog.Handler      { return r }
 // TestConflictLoggedAsRoutine: a 409 from a reconcile is retried and
 // logged at info level, not as an error; other errors are errors.
 func TestConflictLoggedAsRoutine(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rest.New(cfg, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.CloseIdleConnections()
+	rc := restForEnv(t, testenv.Options{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var calls atomic.Int32

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
@@ -28,16 +27,7 @@ import (
 // kube-controller-manager for the garbage collector. One control plane
 // serves every subtest; each subtest works in its own namespace.
 func TestHelpersIntegration(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Controllers: true})
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rest.New(cfg, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.CloseIdleConnections)
+	rc := restForEnv(t, testenv.Options{Controllers: true})
 	h := &helperEnv{rc: rc}
 
 	t.Run("garbage collector follows owner references", h.testGarbageCollection)

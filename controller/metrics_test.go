@@ -12,9 +12,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
-	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -71,16 +69,7 @@ func (m *metricsRecorder) count(outcome string, timedOut bool) int {
 // reported as timed out (and one that ends in time is not), the worker
 // count is reported at Start, and active workers go back to zero.
 func TestMetricsObserveOutcomes(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rest.New(cfg, rest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.CloseIdleConnections()
+	rc := restForEnv(t, testenv.Options{})
 
 	// Each object's name chooses how its reconcile ends; every object is
 	// reconciled once (errors are terminal or stop being returned).
