@@ -190,7 +190,7 @@ func (c *CachedClient[T]) record(obj T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := written{rv: rv}
-	if cached, ok := c.inf.Lister().Namespace(obj.GetNamespace()).Get(obj.GetName()); fresh(w, cached, ok) {
+	if cached, ok := getIn[T](c.inf.store, obj.GetNamespace(), obj.GetName()); fresh(w, cached, ok) {
 		// The cache has it already (the watch beat the response), and the
 		// informer has called, or will call, observe for it: nothing to
 		// wait for.
@@ -357,10 +357,7 @@ func (c *CachedClient[T]) List(ctx context.Context, namespace string, selector l
 	if selector == nil {
 		selector = labels.Everything()
 	}
-	if namespace == "" {
-		return c.inf.Lister().List(selector)
-	}
-	return c.inf.Lister().Namespace(namespace).List(selector)
+	return c.inf.store.Select(namespace, selector)
 }
 
 // ByIndex returns the cached objects that the index named index files
@@ -415,7 +412,7 @@ func (c *CachedClient[T]) get(ctx context.Context, namespace, name string) (obj 
 		w, wrote := c.written[k]
 		changed := c.changed
 		c.mu.Unlock()
-		obj, ok = c.inf.Lister().Namespace(namespace).Get(name)
+		obj, ok = getIn[T](c.inf.store, namespace, name)
 		if !wrote || fresh(w, obj, ok) {
 			return obj, ok, nil
 		}
@@ -462,15 +459,6 @@ func (c *CachedClient[T]) AddObjectIndexer(name string, fn IndexFunc[client.Obje
 		return c.err
 	}
 	return c.inf.AddObjectIndexer(name, fn)
-}
-
-// ObjectsByIndex reads the client's informer by index (see
-// Informer.ObjectsByIndex).
-func (c *CachedClient[T]) ObjectsByIndex(name, value string) ([]client.Object, error) {
-	if c.err != nil {
-		return nil, c.err
-	}
-	return c.inf.ObjectsByIndex(name, value)
 }
 
 // Resource returns the resource of the client's informer (see

@@ -56,7 +56,7 @@ func TestReadYourWrites(t *testing.T) {
 		if cm, err = cc.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if plain, ok := inf.Lister().Namespace("default").Get("ryw"); !ok || plain.ResourceVersion != cm.ResourceVersion {
+		if plain, ok := inf.Indexer().Get("default/ryw"); !ok || plain.ResourceVersion != cm.ResourceVersion {
 			stale++
 		}
 		got, err := cc.Get(ctx, "default", "ryw")

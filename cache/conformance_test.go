@@ -3,7 +3,6 @@ package cache_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/cache/cachetest"
@@ -27,21 +26,6 @@ func TestConformance(t *testing.T) {
 			return s
 		})
 	})
-	stores := map[string]cachetest.NewStore{
-		"UndeltaStore": func() cache.ReadWriter[*obj] {
-			return cache.NewUndeltaStore(cache.UndeltaStoreOptions[*obj]{Push: func([]*obj) {}})
-		},
-		"ExpirationCache": func() cache.ReadWriter[*obj] {
-			// On the real clock: a TTL far beyond the test's timeout
-			// keeps every object for the whole case.
-			return cache.NewExpirationCache(cache.ExpirationCacheOptions[*obj]{TTL: 24 * time.Hour})
-		},
-		"FIFO": func() cache.ReadWriter[*obj] { return cache.NewFIFO(cache.FIFOOptions[*obj]{}) },
-		"Heap": func() cache.ReadWriter[*obj] { return cache.NewHeap(cache.HeapOptions[*obj]{}) },
-	}
-	for name, newStore := range stores {
-		t.Run(name, func(t *testing.T) { cachetest.RunStore(t, newStore) })
-	}
 }
 
 // brokenStore forgets deletes; the kit must notice, naming the rule.

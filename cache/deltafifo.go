@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/loom-k8s/loom/internal/waitlist"
 )
 
 // DeltaFIFOOptions configures [NewDeltaFIFO]. The zero value is valid for
@@ -20,7 +22,7 @@ type DeltaFIFOOptions[T any] struct {
 	// Delete to ignore deletions of objects the consumer never had.
 	// Default nil: Replace tombstones only keys still queued, Resync does
 	// nothing, and every Delete is queued.
-	KnownObjects KeyLister[T]
+	KnownObjects Reader[T]
 }
 
 // DeltaFIFO is the queue between a reflector and an informer. Writers
@@ -53,13 +55,13 @@ type DeltaFIFOOptions[T any] struct {
 // The zero value is not usable; call [NewDeltaFIFO].
 type DeltaFIFO[T any] struct {
 	keyFunc KeyFunc[T]
-	known   KeyLister[T]
+	known   Reader[T]
 
 	mu      sync.Mutex
 	items   map[string][]Delta[T] // pending deltas per key; never empty
 	queue   []string              // keys of items, oldest first
 	peak    int                   // most keys in items since it was last made
-	waiting waitList              // Pops waiting for an item
+	waiting waitlist.List         // Pops waiting for an item
 	closed  bool
 	done    chan struct{} // closed by Close
 
@@ -83,15 +85,13 @@ type fifoMark struct {
 	ch   chan struct{}
 }
 
-var _ Queue[int] = (*DeltaFIFO[int])(nil)
-
 // NewDeltaFIFO returns an empty DeltaFIFO configured by opts.
 func NewDeltaFIFO[T any](opts DeltaFIFOOptions[T]) *DeltaFIFO[T] {
 	return &DeltaFIFO[T]{
 		keyFunc: defaultKeyFunc(opts.KeyFunc),
 		known:   opts.KnownObjects,
 		items:   map[string][]Delta[T]{},
-		waiting: newWaitList(),
+		waiting: waitlist.New(),
 		done:    make(chan struct{}),
 	}
 }
@@ -146,7 +146,7 @@ func (f *DeltaFIFO[T]) queueDelta(key string, d Delta[T]) {
 	f.items[key] = []Delta[T]{d}
 	f.queue = append(f.queue, key)
 	f.peak = max(f.peak, len(f.items))
-	f.waiting.notify()
+	f.waiting.Notify()
 }
 
 // fifoReleaseAbove is the number of keys above which a DeltaFIFO that
@@ -235,7 +235,7 @@ func (f *DeltaFIFO[T]) trackListed() {
 
 // knownEmpty reports whether known is nil or, when it can tell its
 // length (a [Store] can), holds nothing.
-func knownEmpty[T any](known KeyLister[T]) bool {
+func knownEmpty[T any](known Reader[T]) bool {
 	if known == nil {
 		return true
 	}
@@ -400,7 +400,7 @@ func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas 
 			f.mu.Unlock()
 			return ErrClosed
 		}
-		if err := f.waiting.wait(ctx, &f.mu, f.done); err != nil {
+		if err := f.waiting.Wait(ctx, &f.mu, f.done); err != nil {
 			f.mu.Unlock()
 			return err
 		}
@@ -410,7 +410,7 @@ func (f *DeltaFIFO[T]) Pop(ctx context.Context, process func(key string, deltas 
 	f.queue[0] = ""
 	f.queue = f.queue[1:]
 	if len(f.queue) > 0 {
-		f.waiting.notify()
+		f.waiting.Notify()
 	}
 	deltas := f.items[key]
 	delete(f.items, key)

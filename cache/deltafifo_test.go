@@ -10,7 +10,7 @@ import (
 	"github.com/loom-k8s/loom/cache"
 )
 
-func newItemFIFO(known cache.KeyLister[item]) *cache.DeltaFIFO[item] {
+func newItemFIFO(known cache.Reader[item]) *cache.DeltaFIFO[item] {
 	return cache.NewDeltaFIFO(cache.DeltaFIFOOptions[item]{KeyFunc: itemKey, KnownObjects: known})
 }
 

@@ -1,9 +1,9 @@
 // Package cache is Loom's client-side cache: the [Reflector] that lists
 // and watches, the [DeltaFIFO] that carries changes from it to an
-// [Informer], the indexed [Store] that serves cached reads through
-// [Lister], the shared-informer [Factory], and a few small stores and
-// queues around them. This overview covers the storage half (stores,
-// indexes, queues), then informers, the factory and listers; each type
+// [Informer], the indexed [Store] that holds the cache, the
+// shared-informer [Factory], and the readers over it ([CachedClient],
+// [StoreReader]). This overview covers the storage half (stores,
+// indexes, queues), then informers, the factory and readers; each type
 // documents the details. The stores and queues are generic over the
 // element type T and work for any Go type given a key function; API
 // objects (pointers such as *corev1.Pod) need none, as they are filed by
@@ -31,12 +31,9 @@
 //     reflector writes list and watch results into it through [Writer],
 //     and the informer pops each key's deltas, applies them to the Store
 //     (its KnownObjects) and hands them to event handlers.
-//   - [FIFO], [Heap], [ExpirationCache] and [UndeltaStore] are not on the
-//     informer path. They are offered for users: FIFO for latest-state
-//     queues, Heap for priority queues (it could back a delaying queue,
-//     though Loom's workqueue keeps its own), ExpirationCache for
-//     discovery-style caches with a TTL, UndeltaStore for consumers that
-//     want the whole state on every change.
+//   - The stores that are not on the informer path (FIFO, Heap,
+//     ExpirationCache, UndeltaStore) live in package
+//     [github.com/loom-k8s/loom/cache/stores].
 //
 // # Keys
 //
@@ -50,8 +47,7 @@
 //
 // Reading and writing are separate interfaces of a few methods each:
 // [Reader] (Get, List, ListKeys, Len), [Writer] (Add, Update, Delete,
-// Replace), [IndexReader] (index and label-selector queries) and
-// [KeyLister] (what a DeltaFIFO needs of the consumer's store). [Indexer]
+// Replace) and [IndexReader] (index and label-selector queries). [Indexer]
 // is Reader plus IndexReader: the read-only view handed to listers. Both
 // the Store and the DeltaFIFO are Writers, so a reflector can fill either.
 //
@@ -64,7 +60,7 @@
 // A Store keeps three kinds of index, each a map from a value to the set
 // of objects filed under it: the namespace index ([NamespaceIndex]),
 // custom indexes ([IndexFunc], given in [StoreOptions] or added with
-// [Store.AddIndexers]), and a label index (label key → value → objects).
+// [Store.AddIndexers] or [Informer.AddIndexer]), and a label index (label key → value → objects).
 // [Store.Select] answers a labels.Selector from the smallest candidate
 // set among the namespace and the selector's "=", "==", "in" and "exists"
 // requirements, and checks each candidate against the whole selector; it
@@ -93,7 +89,7 @@
 // An [Informer] keeps a [Store] in step with the server and tells
 // handlers about every change:
 //
-//	Reflector ──► DeltaFIFO ──► pop loop ──► Store (read through Lister)
+//	Reflector ──► DeltaFIFO ──► pop loop ──► Store (read through readers)
 //	   (list, watch)                │
 //	                                ├──► one buffer and goroutine per handler
 //	                                └──► inline handlers, called right there
@@ -131,7 +127,7 @@
 //	}, cache.HandlerOptions{})
 //	go inf.Start(ctx) // blocks until ctx ends
 //	if err := cache.WaitForCacheSync(ctx, reg); err != nil { ... }
-//	pod, ok := inf.Lister().Namespace("default").Get("web-0")
+//	pod, ok := inf.Indexer().Get("default/web-0")
 //
 // Handlers can be added at any time; one added late first receives the
 // cached objects as OnAdd(obj, initial=true). Handlers can be removed
@@ -180,12 +176,16 @@
 // stops one (a custom resource whose definition was deleted) and
 // [Factory.Shutdown] stops all and waits for their goroutines.
 //
-// # Listers
+// # Reading the cache
 //
-// A [Lister] reads the cache, never the server: Get by name, List by
-// label selector (through the label index), and the same within one
-// namespace through [Lister.Namespace]. Its name says it reads the
-// cache; live reads go through client.Client.
+// Reconcilers read through client.Reader (and client.IndexedReader for
+// index reads), whose Get fails with a NotFound error, as the API server
+// does, when the object is absent. The manager's cached clients are the
+// recommended way to get one; without a manager, [NewCachedClient] pairs
+// an informer with a live client for writes, and [StoreReader] reads any
+// store, such as an informer's [Informer.Indexer] or one filled by hand
+// in a unit test. Every one of them reads the cache, never the server;
+// live reads go through client.Client.
 //
 // # Errors
 //

@@ -54,7 +54,7 @@ func ExampleNewInformer() {
 	fmt.Println(<-seen)
 	fmt.Println(<-seen)
 
-	a, ok := inf.Lister().Namespace("ns").Get("a")
+	a, ok := inf.Indexer().Get("ns/a")
 	fmt.Println("cached:", a.Name, a.ResourceVersion, ok)
 
 	cancel()
@@ -175,28 +175,31 @@ func ExampleSharing() {
 	_ = inf.Start(context.Background())
 }
 
-// A lister reads the cache: by name, and by label selector through the
-// label index, in one namespace or all.
-func ExampleLister() {
+// StoreReader reads a store, such as an informer's cache
+// (inf.Indexer()): by name, and by label selector through the label
+// index, in one namespace or all. A missing object is a NotFound error,
+// as from the API server.
+func ExampleStoreReader() {
 	store := cache.NewStore(cache.StoreOptions[*corev1.ConfigMap]{})
 	_ = store.Add(cmIn("prod", "web", "1", map[string]string{"app": "web"}))
 	_ = store.Add(cmIn("prod", "db", "2", map[string]string{"app": "db"}))
 	_ = store.Add(cmIn("dev", "web", "3", map[string]string{"app": "web"}))
-	l := cache.NewLister[*corev1.ConfigMap](store) // or informer.Lister()
+	r := cache.StoreReader(store)
+	ctx := context.Background()
 
-	web, _ := l.List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+	web, _ := r.List(ctx, "", labels.SelectorFromSet(labels.Set{"app": "web"}))
 	fmt.Println("web everywhere:", len(web))
-	inProd, _ := l.Namespace("prod").List(nil)
+	inProd, _ := r.List(ctx, "prod", nil)
 	fmt.Println("in prod:", len(inProd))
-	db, ok := l.Namespace("prod").Get("db")
-	fmt.Println(db.Name, ok)
-	_, ok = l.Namespace("dev").Get("db")
-	fmt.Println(ok)
+	db, err := r.Get(ctx, "prod", "db")
+	fmt.Println(db.Name, err)
+	_, err = r.Get(ctx, "dev", "db")
+	fmt.Println(apierrors.IsNotFound(err))
 	// Output:
 	// web everywhere: 2
 	// in prod: 2
-	// db true
-	// false
+	// db <nil>
+	// true
 }
 
 // A factory shares informers between the parts of a program, starts
@@ -237,7 +240,7 @@ func ExampleNewFactory() {
 		fmt.Println(err)
 		return
 	}
-	running, _ := pods.Lister().Namespace("default").List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+	running, _ := pods.Indexer().Select("default", labels.SelectorFromSet(labels.Set{"app": "web"}))
 	fmt.Println(len(running), "web pods")
 }
 

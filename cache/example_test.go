@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,72 +160,6 @@ func ExampleSplitKey() {
 	// cache: key "a/b/c": malformed key
 }
 
-// A FIFO keeps only the newest object per key.
-func ExampleNewFIFO() {
-	q := cache.NewFIFO(cache.FIFOOptions[*corev1.Pod]{})
-	_ = q.Add(pod("default", "a", "node-1", nil))
-	_ = q.Add(pod("default", "b", "", nil))
-	_ = q.Update(pod("default", "a", "node-2", nil))
-	for q.Len() > 0 {
-		p, _ := q.Pop(context.Background())
-		fmt.Println(p.Name, p.Spec.NodeName)
-	}
-	// Output:
-	// a node-2
-	// b
-}
-
-// A Heap pops the least object first, here by priority.
-func ExampleNewHeap() {
-	type job struct {
-		Name     string
-		Priority int
-	}
-	h := cache.NewHeap(cache.HeapOptions[job]{
-		KeyFunc: func(j job) (string, error) { return j.Name, nil },
-		Less:    func(a, b job) bool { return a.Priority > b.Priority },
-	})
-	_ = h.Add(job{"backup", 1})
-	_ = h.Add(job{"page-oncall", 10})
-	_ = h.Add(job{"report", 5})
-	for h.Len() > 0 {
-		j, _ := h.Pop(context.Background())
-		fmt.Println(j.Name)
-	}
-	// Output:
-	// page-oncall
-	// report
-	// backup
-}
-
-// An ExpirationCache forgets objects a TTL after they were written.
-func ExampleNewExpirationCache() {
-	type answer struct{ Question, Value string }
-	c := cache.NewExpirationCache(cache.ExpirationCacheOptions[answer]{
-		KeyFunc: func(a answer) (string, error) { return a.Question, nil },
-		TTL:     time.Hour,
-	})
-	_ = c.Add(answer{"preferred-version/apps", "v1"})
-	a, ok := c.Get("preferred-version/apps")
-	fmt.Println(a.Value, ok)
-	// Output:
-	// v1 true
-}
-
-// An UndeltaStore pushes its whole contents after each write.
-func ExampleNewUndeltaStore() {
-	u := cache.NewUndeltaStore(cache.UndeltaStoreOptions[*corev1.Pod]{
-		Push: func(all []*corev1.Pod) { fmt.Println(len(all), "pods") },
-	})
-	_ = u.Add(pod("default", "a", "", nil))
-	_ = u.Add(pod("default", "b", "", nil))
-	_ = u.Delete(pod("default", "a", "", nil))
-	// Output:
-	// 1 pods
-	// 2 pods
-	// 1 pods
-}
-
 // Index finds the objects that share an index value with a probe object,
 // which need not be stored: here the pods on the same node as a new pod.
 func ExampleStore_Index() {
@@ -242,21 +175,4 @@ func ExampleStore_Index() {
 	fmt.Println(podNames(neighbours))
 	// Output:
 	// [default/a other/c]
-}
-
-// Peek shows the least object without removing it.
-func ExampleHeap_Peek() {
-	h := cache.NewHeap(cache.HeapOptions[*corev1.Pod]{
-		Less: func(a, b *corev1.Pod) bool { return a.CreationTimestamp.Before(&b.CreationTimestamp) },
-	})
-	older := pod("default", "older", "", nil)
-	older.CreationTimestamp = metav1.Unix(100, 0)
-	newer := pod("default", "newer", "", nil)
-	newer.CreationTimestamp = metav1.Unix(200, 0)
-	_ = h.Add(newer)
-	_ = h.Add(older)
-	p, ok := h.Peek()
-	fmt.Println(p.Name, ok, h.Len())
-	// Output:
-	// older true 2
 }

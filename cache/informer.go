@@ -45,7 +45,7 @@ type InformerOptions[T client.Object] struct {
 	Logger *slog.Logger
 	// Indexers are custom indexes of the cache, in addition to the
 	// namespace and label indexes every [Store] keeps. Default: none.
-	// More can be added with [Informer.AddIndexers].
+	// More can be added with [Informer.AddIndexer].
 	Indexers Indexers[T]
 	// Transform, when set, is applied to every object that arrives from
 	// the server (list items and watch events, deletions included)
@@ -113,8 +113,8 @@ type InformerOptions[T client.Object] struct {
 //
 // # Objects are shared
 //
-// Objects in the cache, returned by [Informer.Lister] and
-// [Informer.Indexer] and given to handlers are shared by all of them:
+// Objects in the cache, returned by [Informer.Indexer] and the readers
+// over it, and given to handlers are shared by all of them:
 // nobody may change them. Copy an object (DeepCopy) before changing it.
 // The mutation detector ([InformerOptions].DetectMutations) finds
 // offenders in tests. By default cached objects of one shape also share
@@ -281,17 +281,9 @@ func (i *Informer[T]) Name() string { return i.name }
 // shared: do not change them.
 func (i *Informer[T]) Indexer() Indexer[T] { return i.store }
 
-// Lister returns a [Lister] that reads the cache.
-func (i *Informer[T]) Lister() Lister[T] { return NewLister[T](i.store) }
-
-// AddIndexers adds indexes to the cache, indexing the objects already in
+// AddIndexer adds an index to the cache, indexing the objects already in
 // it. It fails with [ErrIndexExists] for a name in use, or an
-// [*IndexError], adding none of them.
-func (i *Informer[T]) AddIndexers(indexers Indexers[T]) error {
-	return i.store.AddIndexers(indexers)
-}
-
-// AddIndexer adds one index to the cache, as AddIndexers does:
+// [*IndexError]:
 //
 //	foos.AddIndexer("byOwner", func(foo *v1.Foo) ([]string, error) { ... })
 func (i *Informer[T]) AddIndexer(name string, fn IndexFunc[T]) error {
@@ -304,21 +296,6 @@ func (i *Informer[T]) AddIndexer(name string, fn IndexFunc[T]) error {
 // client.Object.
 func (i *Informer[T]) AddObjectIndexer(name string, fn IndexFunc[client.Object]) error {
 	return i.AddIndexer(name, func(obj T) ([]string, error) { return fn(obj) })
-}
-
-// ObjectsByIndex is the Indexer's ByIndex for code that does not know the
-// informer's object type. The objects are the cached ones, shared: read
-// them, never change them.
-func (i *Informer[T]) ObjectsByIndex(name, value string) ([]client.Object, error) {
-	objs, err := i.store.ByIndex(name, value)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]client.Object, len(objs))
-	for j, o := range objs {
-		out[j] = o
-	}
-	return out, nil
 }
 
 // HasSynced reports whether the cache has been filled by the first full

@@ -240,7 +240,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 		}
 
 		// The listers read the same state as the server, by label.
-		odd, err := cms.Lister().Namespace("informers").List(labels.SelectorFromSet(labels.Set{"parity": "odd"}))
+		odd, err := cms.Indexer().Select("informers", labels.SelectorFromSet(labels.Set{"parity": "odd"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,8 +248,8 @@ func TestInformersAgainstAServer(t *testing.T) {
 			t.Errorf("lister: %d odd configmaps, want 6", len(odd))
 		}
 		for _, name := range names {
-			o, ok := cms.Lister().Namespace("informers").Get(name)
-			m, mok := metas.Lister().Namespace("informers").Get(name)
+			o, ok := cms.Indexer().Get("informers/" + name)
+			m, mok := metas.Indexer().Get("informers/" + name)
 			if !ok || !mok || o.ResourceVersion != m.ResourceVersion {
 				t.Errorf("%s: typed cache (%v) and metadata cache (%v) disagree", name, ok, mok)
 				continue
@@ -312,7 +312,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if _, ok := again.Lister().Namespace("informers").Get("w1"); !ok {
+		if _, ok := again.Indexer().Get("informers/w1"); !ok {
 			t.Fatal("w1 not cached")
 		}
 	})
@@ -377,7 +377,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			})
 			defer startSynced(ctx, t, inf)()
 			get := func(name string) *corev1.ConfigMap {
-				cm, ok := inf.Lister().Namespace("sharing").Get(name)
+				cm, ok := inf.Indexer().Get("sharing/" + name)
 				if !ok {
 					t.Fatalf("%s not cached", name)
 				}
@@ -494,7 +494,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			})
 			defer startSynced(ctx, t, inf)()
 			get := func(name string) map[string]any {
-				u, ok := inf.Lister().Namespace("sharing").Get(name)
+				u, ok := inf.Indexer().Get("sharing/" + name)
 				if !ok {
 					t.Fatalf("%s not cached", name)
 				}
@@ -529,7 +529,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			// a copy of it, is refused; one holding data of its own is
 			// not.
 			for _, name := range []string{"a", "b", "d", "e"} {
-				u, _ := inf.Lister().Namespace("sharing").Get(name)
+				u, _ := inf.Indexer().Get("sharing/" + name)
 				for _, w := range []struct {
 					obj     *unstructured.Unstructured
 					inCache bool
@@ -577,7 +577,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			stop := startSynced(ctx, t, inf)
 			before := map[string]*corev1.ConfigMap{}
 			for _, n := range names {
-				before[n], _ = inf.Lister().Namespace("relist").Get(n)
+				before[n], _ = inf.Indexer().Get("relist/" + n)
 			}
 			// b changes, and the informer hears of it only by listing
 			// again: a held-up watch fails with 410 Gone once released
@@ -598,7 +598,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 				close(lw.release)
 			}
 			eventually(func() bool {
-				got, _ := inf.Lister().Namespace("relist").Get("b")
+				got, _ := inf.Indexer().Get("relist/b")
 				return got.Annotations["relist"] == fmt.Sprint(ct, tc.streaming)
 			})
 			relisted := lw.list(1)
@@ -653,7 +653,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			}
 			inf := cache.NewInformer(cache.ListWatch(live, cache.ListWatchOptions{Namespace: "update", FieldSelector: "metadata.name=" + name}), cache.InformerOptions[*corev1.ConfigMap]{})
 			stop := startSynced(ctx, t, inf)
-			before, _ := inf.Lister().Namespace("update").Get(name)
+			before, _ := inf.Indexer().Get("update/" + name)
 			cm := before.DeepCopy()
 			if cm.Annotations == nil {
 				cm.Annotations = map[string]string{}
@@ -665,7 +665,7 @@ func TestInformersAgainstAServer(t *testing.T) {
 			}
 			var after *corev1.ConfigMap
 			eventually(func() bool {
-				after, _ = inf.Lister().Namespace("update").Get(name)
+				after, _ = inf.Indexer().Get("update/" + name)
 				return after.Annotations["update"] == "1"
 			})
 			kept := 0

@@ -58,7 +58,7 @@ func testInformerDeliversChangesInOrder(t *testing.T, hopts cache.HandlerOptions
 	if got := rec.next(len(want)); !slices.Equal(got, want) {
 		t.Fatalf("calls:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
-	if got, _ := inf.Lister().Namespace("ns").Get("a"); got.ResourceVersion != "13" {
+	if got, _ := inf.Indexer().Get("ns/a"); got.ResourceVersion != "13" {
 		t.Errorf("lister has a at rv %s, want 13", got.ResourceVersion)
 	}
 	if err := stop(); err != nil {
@@ -627,7 +627,7 @@ func TestSlowInlineHandlerDoesNotStallTheReflector(t *testing.T) {
 		close(h.release)
 		t.Fatal("the reflector stopped taking events while an inline handler was blocked")
 	}
-	if _, ok := inf.Lister().Namespace("ns").Get("a"); !ok {
+	if _, ok := inf.Indexer().Get("ns/a"); !ok {
 		t.Error("the cache could not be read while an inline handler was blocked")
 	}
 	close(h.release)

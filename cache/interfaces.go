@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -33,19 +31,12 @@ type Writer[T any] interface {
 	Replace(objs []T) error
 }
 
-// ReadWriter is a [Reader] and a [Writer]: a complete store. [Store],
-// [UndeltaStore], [ExpirationCache], [FIFO] and [Heap] implement it.
+// ReadWriter is a [Reader] and a [Writer]: a complete store. [Store]
+// implements it, and so do the stores of package
+// [github.com/loom-k8s/loom/cache/stores].
 type ReadWriter[T any] interface {
 	Reader[T]
 	Writer[T]
-}
-
-// KeyLister is the read access a [DeltaFIFO] needs to its consumer's
-// store (its "known objects") to emit tombstones on Replace and Sync
-// deltas on Resync. Every [Reader] is a KeyLister.
-type KeyLister[T any] interface {
-	ListKeys() []string
-	Get(key string) (T, bool)
 }
 
 // IndexReader answers index queries. Objects returned are shared and
@@ -81,17 +72,4 @@ type IndexReader[T any] interface {
 type Indexer[T any] interface {
 	Reader[T]
 	IndexReader[T]
-}
-
-// Queue is what a reflector and an informer need of the queue between
-// them: the reflector writes list and watch results and asks for
-// resyncs; the informer pops, reports HasSynced and closes it on
-// shutdown. [DeltaFIFO] implements it; see its documentation for the
-// semantics.
-type Queue[T any] interface {
-	Writer[T]
-	Resync() error
-	Pop(ctx context.Context, process func(key string, deltas []Delta[T]) error) error
-	HasSynced() bool
-	Close()
 }

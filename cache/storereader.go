@@ -25,11 +25,10 @@ import (
 //		client.Writer[*appsv1.Deployment]
 //	}{cache.StoreReader(deps), recorder}}
 func StoreReader[T client.Object](store Indexer[T]) client.IndexedReader[T] {
-	return storeReader[T]{NewLister[T](store), store}
+	return storeReader[T]{store}
 }
 
 type storeReader[T client.Object] struct {
-	l     Lister[T]
 	store Indexer[T]
 }
 
@@ -38,7 +37,7 @@ func (r storeReader[T]) ByIndex(_ context.Context, namespace, index, value strin
 }
 
 func (r storeReader[T]) Get(_ context.Context, namespace, name string) (T, error) {
-	obj, ok := r.l.Namespace(namespace).Get(name)
+	obj, ok := getIn(r.store, namespace, name)
 	if !ok {
 		var zero T
 		// The resource is not known here; the type's name stands in for it.
@@ -51,8 +50,15 @@ func (r storeReader[T]) List(_ context.Context, namespace string, selector label
 	if selector == nil {
 		selector = labels.Everything()
 	}
+	return r.store.Select(namespace, selector)
+}
+
+// getIn returns the object namespace/name from a store keyed by
+// MetaNamespaceKey (namespace "" for a cluster-scoped object), and
+// whether it holds one.
+func getIn[T any](store Reader[T], namespace, name string) (T, bool) {
 	if namespace == "" {
-		return r.l.List(selector)
+		return store.Get(name)
 	}
-	return r.l.Namespace(namespace).List(selector)
+	return store.Get(namespace + "/" + name)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -215,7 +214,9 @@ func (c *Client[T]) stamp(ctx context.Context, obj T) T {
 	return cp
 }
 
-// Get returns the named object.
+// Get returns the named object, or an error for which
+// apierrors.IsNotFound is true when there is none ([Optional] turns that
+// into ok=false).
 func (c *Client[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
 	var zero T
 	res, ns, err := c.named(ctx, "get", name)
@@ -227,17 +228,6 @@ func (c *Client[T]) Get(ctx context.Context, name string, opts metav1.GetOptions
 		return zero, err
 	}
 	return obj, nil
-}
-
-// GetOptional is Get for objects that may be absent: it returns ok=false
-// and no error when the server answers 404.
-func (c *Client[T]) GetOptional(ctx context.Context, name string, opts metav1.GetOptions) (obj T, ok bool, err error) {
-	obj, err = c.Get(ctx, name, opts)
-	if apierrors.IsNotFound(err) {
-		var zero T
-		return zero, false, nil
-	}
-	return obj, err == nil, err
 }
 
 // List returns one page of objects: all of them when opts.Limit is 0, else

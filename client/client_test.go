@@ -42,7 +42,7 @@ func namespace(t *testing.T, rc *rest.Client) string {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for {
-		if _, ok, err := sas.Namespace(name).GetOptional(ctx, "default", metav1.GetOptions{}); ok {
+		if _, ok, err := client.Optional(sas.Namespace(name).Get(ctx, "default", metav1.GetOptions{})); ok {
 			return name
 		} else if err != nil && ctx.Err() == nil {
 			t.Fatal(err)
@@ -97,7 +97,7 @@ func TestCRUDTyped(t *testing.T) {
 			if err := pods.Delete(ctx, "p1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 				t.Fatal(err)
 			}
-			if _, ok, err := pods.GetOptional(ctx, "p1", metav1.GetOptions{}); ok || err != nil {
+			if _, ok, err := client.Optional(pods.Get(ctx, "p1", metav1.GetOptions{})); ok || err != nil {
 				t.Fatalf("after delete: ok=%v err=%v", ok, err)
 			}
 			if _, err := pods.Get(ctx, "p1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {

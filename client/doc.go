@@ -9,6 +9,7 @@
 //	rc, _ := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
 //	pods, err := client.For[corev1.Pod](rc, client.Options{})
 //	pod, err := pods.Namespace("default").Get(ctx, "web-0", metav1.GetOptions{})
+//	pod, ok, err := client.Optional(pods.Namespace("default").Get(ctx, "web-1", metav1.GetOptions{}))
 //
 // The dynamic client is the same type with unstructured objects, told which
 // resource to use (the Mapper from package discovery finds it by name):
@@ -24,12 +25,27 @@
 // # Live reads only
 //
 // Every method is a request to the API server. Reads from an informer's
-// cache go through a lister, a different type, so that a stale read is
-// never a surprise.
+// cache go through a [Reader] (a cache.CachedClient, or the manager's
+// cached clients), a different type, so that a stale read is never a
+// surprise.
+//
+// # One vocabulary, two ways to address an object
+//
+// A [Client] is one resource in one namespace, as client-go's typed
+// clients and kube-rs's Api are: [Client.Namespace] picks the namespace,
+// and Get, Patch and Delete name the object. A [Reader] and a [Writer],
+// what reconcilers take, span namespaces: reads name the namespace and
+// the object, writes take the object, whose namespace and name say which
+// one. The rest of each call is the same on both: the same options, the
+// same patch types and subresources, and the same errors. In particular
+// every Get, live or cached, reports an absent object with an error for
+// which apierrors.IsNotFound is true; [Optional] turns it into ok=false
+// where absent is an answer, and [IgnoreNotFound] drops it. The
+// Client's [Client.ReadWriter] is a ReadWriter that reads live.
 //
 // # Verbs
 //
-// Get, GetOptional (absent is not an error), List, ListAll and Pages
+// Get, List, ListAll and Pages
 // (following continue tokens, and starting again when a token expires),
 // Watch, Create, Update, UpdateStatus, Patch (JSON patch, merge patch,
 // strategic merge patch, apply), Apply and ApplyStatus (server-side apply

@@ -154,7 +154,7 @@ func TestDynamicCRUDOnCRD(t *testing.T) {
 	if err := foos.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := foos.GetOptional(ctx, "a", metav1.GetOptions{}); ok || err != nil {
+	if _, ok, err := client.Optional(foos.Get(ctx, "a", metav1.GetOptions{})); ok || err != nil {
 		t.Fatalf("after delete: %v %v", ok, err)
 	}
 }

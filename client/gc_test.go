@@ -102,7 +102,7 @@ func TestPropagationPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the owner to go and its dependents to lose their owner reference", func() (bool, error) {
-			if _, ok, err := cms.GetOptional(ctx, "or", metav1.GetOptions{}); ok || err != nil {
+			if _, ok, err := client.Optional(cms.Get(ctx, "or", metav1.GetOptions{})); ok || err != nil {
 				return false, err
 			}
 			for _, d := range deps {
@@ -125,7 +125,7 @@ func TestPropagationPolicies(t *testing.T) {
 		}
 		waitFor(t, "the garbage collector to delete the dependents", func() (bool, error) {
 			for _, d := range deps {
-				if _, ok, err := cms.GetOptional(ctx, d, metav1.GetOptions{}); ok || err != nil {
+				if _, ok, err := client.Optional(cms.Get(ctx, d, metav1.GetOptions{})); ok || err != nil {
 					return false, err
 				}
 			}

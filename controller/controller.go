@@ -382,7 +382,7 @@ var (
 // timeout (not the controller's context) ended the reconcile's context
 // before it returned.
 func (c *Controller[T]) call(ctx context.Context, req Request, log *slog.Logger) (res Result, timedOut bool, err error) {
-	obj, ok := c.primary.Lister().Namespace(req.Namespace).Get(req.Name)
+	obj, ok := c.primary.Indexer().Get(req.String())
 	if !ok {
 		return Result{}, false, nil // gone: nothing to reconcile (finalizers handle cleanup)
 	}

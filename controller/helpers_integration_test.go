@@ -97,7 +97,7 @@ func waitUntil(t *testing.T, what string, cond func() (bool, error)) {
 // gone reports whether none of the named objects exists.
 func gone[T client.Object](ctx context.Context, c *client.Client[T], names ...string) (bool, error) {
 	for _, n := range names {
-		if _, ok, err := c.GetOptional(ctx, n, metav1.GetOptions{}); ok || err != nil {
+		if _, ok, err := client.Optional(c.Get(ctx, n, metav1.GetOptions{})); ok || err != nil {
 			return false, err
 		}
 	}
@@ -183,7 +183,7 @@ func (h *helperEnv) testGarbageCollection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "of-cm to be collected", func() (bool, error) { return gone(ctx, cms, "of-cm") })
-	if _, ok, err := cms.GetOptional(ctx, "of-both", metav1.GetOptions{}); !ok || err != nil {
+	if _, ok, err := client.Optional(cms.Get(ctx, "of-both", metav1.GetOptions{})); !ok || err != nil {
 		t.Fatalf("of-both was collected while the Deployment still owns it (err %v)", err)
 	}
 
@@ -194,7 +194,7 @@ func (h *helperEnv) testGarbageCollection(t *testing.T) {
 	waitUntil(t, "of-dep and of-both to be collected", func() (bool, error) { return gone(ctx, cms, "of-dep", "of-both") })
 
 	// A cluster-scoped owner may own a namespaced object.
-	if _, ok, err := cms.GetOptional(ctx, "of-role", metav1.GetOptions{}); !ok || err != nil {
+	if _, ok, err := client.Optional(cms.Get(ctx, "of-role", metav1.GetOptions{})); !ok || err != nil {
 		t.Fatalf("of-role was collected while its ClusterRole exists (err %v)", err)
 	}
 	if err := roles.Delete(ctx, ownerRole.Name, metav1.DeleteOptions{}); err != nil {

@@ -186,7 +186,7 @@ func (g *CRDGate) Start(ctx context.Context) error {
 			retry = min(2*retry, gateMaxRetry)
 			continue
 		}
-		crd, ok := inf.Lister().Get(g.name)
+		crd, ok := inf.Indexer().Get(g.name)
 		established := ok && crd.GetDeletionTimestamp() == nil && isEstablished(crd)
 		switch {
 		case established && stopChild == nil:

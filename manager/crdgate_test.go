@@ -91,7 +91,7 @@ func TestControllerWaitsForItsCRD(t *testing.T) {
 		}
 		eventually(t, "the controller to stop", func() bool { return gate.State() == manager.GateWaiting })
 		eventually(t, "the CRD to be gone", func() bool {
-			_, ok, err := crds.GetOptional(ctx, "gadgets.gate.loom.dev", metav1.GetOptions{})
+			_, ok, err := client.Optional(crds.Get(ctx, "gadgets.gate.loom.dev", metav1.GetOptions{}))
 			return !ok && err == nil
 		})
 	}

@@ -142,7 +142,7 @@ func TestShardedOwnerWaitsForItsBucket(t *testing.T) {
 	// The owner reaches a's cache through the list of ConfigMaps; a must
 	// not reconcile it while the list of Secrets is held.
 	eventually(t, "the owner in replica a's cache", func() bool {
-		_, ok := ctrl.Informer().Lister().Namespace(ns).Get(moving)
+		_, ok := ctrl.Informer().Indexer().Get(ns + "/" + moving)
 		return ok
 	})
 	eventually(t, "replica a to take the owner's key from its queue", func() bool { return calls() > before })

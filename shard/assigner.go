@@ -211,7 +211,11 @@ func (a *Assigner) Start(ctx context.Context) error {
 
 // assign gives an unlabelled object its bucket label.
 func (a *Assigner) assign(ctx context.Context, k *kindState, it item) error {
-	o, ok := k.unassigned.Lister().Namespace(it.namespace).Get(it.name)
+	key := it.name
+	if it.namespace != "" {
+		key = it.namespace + "/" + key
+	}
+	o, ok := k.unassigned.Indexer().Get(key)
 	if !ok {
 		return nil // labelled since, or deleted
 	}

@@ -184,7 +184,7 @@ func (s *SharedCA) Follow(c *Certs) {
 // loser reads the winner's CA.
 func (s *SharedCA) Load(ctx context.Context) (*CAKeyPair, error) {
 	for range 5 {
-		sec, ok, err := s.secrets.GetOptional(ctx, s.opts.Name, metav1.GetOptions{})
+		sec, ok, err := client.Optional(s.secrets.Get(ctx, s.opts.Name, metav1.GetOptions{}))
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading Secret %s/%s: %w", ErrSharedCA, s.opts.Namespace, s.opts.Name, err)
 		}

@@ -285,7 +285,7 @@ func (r *run) removeProbes(ctx context.Context, names []string) error {
 		}
 		for again := time.Now().Add(time.Second); len(cms) > 0 && time.Now().Before(again); {
 			cms = slices.DeleteFunc(cms, func(cm string) bool {
-				_, ok := r.cmInf.Lister().Namespace(ns).Get(cm)
+				_, ok := r.cmInf.Indexer().Get(ns + "/" + cm)
 				return !ok
 			})
 			time.Sleep(10 * time.Millisecond)
@@ -360,8 +360,8 @@ func (r *run) probe(ctx context.Context, n int, quiet bool) ([]ProbeReport, erro
 			// load: with the webhook, a Shelf is labelled, and so
 			// reconciled, as soon as it is created.
 			for deadline := time.Now().Add(30 * time.Second); ; {
-				_, a := r.cmInf.Lister().Namespace(ns).Get(name + "-a")
-				_, b := r.cmInf.Lister().Namespace(ns).Get(name + "-b")
+				_, a := r.cmInf.Indexer().Get(ns + "/" + name + "-a")
+				_, b := r.cmInf.Indexer().Get(ns + "/" + name + "-b")
 				if a && b {
 					break
 				}

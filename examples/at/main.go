@@ -161,7 +161,7 @@ func installCRDs(ctx context.Context, cfg config.Config, log *slog.Logger, webho
 			// Keep a conversion stanza already there: the Injector may have
 			// pointed it at a URL, and applying the Service form again
 			// would leave both, which the API server refuses.
-			cur, ok, err := live.GetOptional(ctx, crds[i].GetName(), metav1.GetOptions{})
+			cur, ok, err := client.Optional(live.Get(ctx, crds[i].GetName(), metav1.GetOptions{}))
 			if err != nil {
 				return err
 			}

@@ -503,7 +503,7 @@ spec: {toppings: [{name: tomato}, {name: salami, quantity: 3}]}
 		dropPizza(t, strings.TrimPrefix(opts.Storage, "file:"), "margherita")
 		srv = start(t, opts, srv.port)
 		eventually(t, "informer converged after the restart", 2*time.Minute, func() error {
-			if _, ok := inf.Lister().Namespace("default").Get("margherita"); ok {
+			if _, ok := inf.Indexer().Get("default/margherita"); ok {
 				return errors.New("margherita is still cached")
 			}
 			return converged()
@@ -516,7 +516,7 @@ spec: {toppings: [{name: tomato}, {name: salami, quantity: 3}]}
 			t.Fatal(err)
 		}
 		eventually(t, "informer follows writes after the restart", time.Minute, func() error {
-			if _, ok := inf.Lister().Namespace("default").Get("after-restart"); !ok {
+			if _, ok := inf.Indexer().Get("default/after-restart"); !ok {
 				return errors.New("after-restart not cached yet")
 			}
 			return converged()
@@ -574,7 +574,7 @@ func sameAsList(ctx context.Context, c *client.Client[*unstructured.Unstructured
 	for _, p := range list.Items {
 		want[p.GetName()] = p.GetResourceVersion()
 	}
-	cached, err := inf.Lister().List(nil)
+	cached, err := inf.Indexer().Select("", nil)
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func TestIngressEndToEnd(t *testing.T) {
 	}
 	// ingress reads the named Ingress live, and says what it saw.
 	ingress := func(name string) (*networkingv1.Ingress, bool, string) {
-		ing, ok, err := ings.GetOptional(ctx, name, metav1.GetOptions{})
+		ing, ok, err := client.Optional(ings.Get(ctx, name, metav1.GetOptions{}))
 		if err != nil {
 			return nil, false, err.Error()
 		}

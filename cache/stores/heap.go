@@ -1,18 +1,21 @@
-package cache
+package stores
 
 import (
 	"container/heap"
 	"context"
 	"sync"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/internal/waitlist"
 )
 
 // HeapOptions configures [NewHeap]. The zero value is valid for API
 // object types.
 type HeapOptions[T any] struct {
-	// KeyFunc files objects. Default nil: [MetaNamespaceKey] when T
-	// satisfies [Object]; for any other T every write fails with
-	// [ErrNoKeyFunc].
-	KeyFunc KeyFunc[T]
+	// KeyFunc files objects. Default nil: [cache.MetaNamespaceKey] when T
+	// satisfies [cache.Object]; for any other T every write fails with
+	// [cache.ErrNoKeyFunc].
+	KeyFunc cache.KeyFunc[T]
 	// Less orders the heap: Pop returns an object x for which no other
 	// queued y has Less(y, x). It must be a strict weak order and must
 	// not mutate its arguments. Default nil: by key.
@@ -21,7 +24,7 @@ type HeapOptions[T any] struct {
 
 // Heap is a priority queue of objects, one per key: Pop hands out the
 // least object by Less. Add or Update of a queued key replaces its object
-// and moves it to its new place. Reads through the [Reader] methods see
+// and moves it to its new place. Reads through the [cache.Reader] methods see
 // the queued objects; List returns them in no particular order.
 //
 // Loom's workqueue keeps its own, simpler heap of delayed items; Heap is
@@ -31,11 +34,11 @@ type HeapOptions[T any] struct {
 // Heap is safe for concurrent use. Add, Update, Delete and Pop take
 // O(log n) time. The zero value is not usable; call [NewHeap].
 type Heap[T any] struct {
-	keyFunc KeyFunc[T]
+	keyFunc cache.KeyFunc[T]
 
 	mu      sync.Mutex
 	h       heapData[T]
-	waiting waitList
+	waiting waitlist.List
 	closed  bool
 	done    chan struct{}
 }
@@ -78,13 +81,13 @@ func (d *heapData[T]) Pop() any {
 	return e
 }
 
-var _ ReadWriter[int] = (*Heap[int])(nil)
+var _ cache.ReadWriter[int] = (*Heap[int])(nil)
 
 // NewHeap returns an empty Heap configured by opts.
 func NewHeap[T any](opts HeapOptions[T]) *Heap[T] {
 	h := &Heap[T]{
 		keyFunc: defaultKeyFunc(opts.KeyFunc),
-		waiting: newWaitList(),
+		waiting: waitlist.New(),
 		done:    make(chan struct{}),
 	}
 	h.h.less = opts.Less
@@ -93,7 +96,7 @@ func NewHeap[T any](opts HeapOptions[T]) *Heap[T] {
 }
 
 // Add queues obj, or replaces the queued object with its key and
-// restores the heap order. It fails with a [*KeyError], or [ErrClosed]
+// restores the heap order. It fails with a [*cache.KeyError], or [cache.ErrClosed]
 // after Close.
 func (h *Heap[T]) Add(obj T) error {
 	key, err := keyOf(h.keyFunc, obj)
@@ -103,7 +106,7 @@ func (h *Heap[T]) Add(obj T) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return ErrClosed
+		return cache.ErrClosed
 	}
 	if i, ok := h.h.pos[key]; ok {
 		h.h.entries[i].obj = obj
@@ -111,7 +114,7 @@ func (h *Heap[T]) Add(obj T) error {
 		return nil
 	}
 	heap.Push(&h.h, heapEntry[T]{key: key, obj: obj})
-	h.waiting.notify()
+	h.waiting.Notify()
 	return nil
 }
 
@@ -128,7 +131,7 @@ func (h *Heap[T]) Delete(obj T) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return ErrClosed
+		return cache.ErrClosed
 	}
 	if i, ok := h.h.pos[key]; ok {
 		heap.Remove(&h.h, i)
@@ -156,19 +159,19 @@ func (h *Heap[T]) Replace(objs []T) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return ErrClosed
+		return cache.ErrClosed
 	}
 	h.h.entries, h.h.pos = entries, pos
 	heap.Init(&h.h)
 	if len(entries) > 0 {
-		h.waiting.notify()
+		h.waiting.Notify()
 	}
 	return nil
 }
 
 // Pop waits for an object, removes the least one and returns it. It
 // fails with ctx.Err() if ctx is done first (an already done ctx pops
-// nothing), and with [ErrClosed] once the heap is closed and empty.
+// nothing), and with [cache.ErrClosed] once the heap is closed and empty.
 func (h *Heap[T]) Pop(ctx context.Context) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
@@ -178,15 +181,15 @@ func (h *Heap[T]) Pop(ctx context.Context) (T, error) {
 	defer h.mu.Unlock()
 	for h.h.Len() == 0 {
 		if h.closed {
-			return zero, ErrClosed
+			return zero, cache.ErrClosed
 		}
-		if err := h.waiting.wait(ctx, &h.mu, h.done); err != nil {
+		if err := h.waiting.Wait(ctx, &h.mu, h.done); err != nil {
 			return zero, err
 		}
 	}
 	obj := heap.Pop(&h.h).(heapEntry[T]).obj
 	if h.h.Len() > 0 {
-		h.waiting.notify()
+		h.waiting.Notify()
 	}
 	return obj, nil
 }
@@ -203,7 +206,7 @@ func (h *Heap[T]) Peek() (T, bool) {
 	return h.h.entries[0].obj, true
 }
 
-// Close makes further writes fail with [ErrClosed] and wakes every
+// Close makes further writes fail with [cache.ErrClosed] and wakes every
 // waiting Pop; Pop hands out what is still queued, then returns
 // ErrClosed. Close is idempotent.
 func (h *Heap[T]) Close() {

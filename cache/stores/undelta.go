@@ -1,15 +1,19 @@
-package cache
+package stores
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/loom-k8s/loom/cache"
+)
 
 // UndeltaStoreOptions configures [NewUndeltaStore]. The zero value is
 // valid for API object types, though a store without Push is a plain
 // store.
 type UndeltaStoreOptions[T any] struct {
-	// KeyFunc files objects. Default nil: [MetaNamespaceKey] when T
-	// satisfies [Object]; for any other T every write fails with
-	// [ErrNoKeyFunc].
-	KeyFunc KeyFunc[T]
+	// KeyFunc files objects. Default nil: [cache.MetaNamespaceKey] when T
+	// satisfies [cache.Object]; for any other T every write fails with
+	// [cache.ErrNoKeyFunc].
+	KeyFunc cache.KeyFunc[T]
 	// Push receives the whole contents, in no particular order, after
 	// every successful write. It is called synchronously by the writing
 	// goroutine, one call at a time, in the order of the writes; it owns
@@ -30,18 +34,18 @@ type UndeltaStoreOptions[T any] struct {
 // call [NewUndeltaStore].
 type UndeltaStore[T any] struct {
 	mu    sync.Mutex // serializes writes with their pushes
-	store *Store[T]
+	store *cache.Store[T]
 	push  func([]T)
 }
 
-var _ ReadWriter[int] = (*UndeltaStore[int])(nil)
+var _ cache.ReadWriter[int] = (*UndeltaStore[int])(nil)
 
 // NewUndeltaStore returns an empty UndeltaStore configured by opts.
 func NewUndeltaStore[T any](opts UndeltaStoreOptions[T]) *UndeltaStore[T] {
 	// No label index: UndeltaStore offers no selector queries.
 	noLabels := func(T) map[string]string { return nil }
 	return &UndeltaStore[T]{
-		store: NewStore(StoreOptions[T]{KeyFunc: opts.KeyFunc, Labels: noLabels}),
+		store: cache.NewStore(cache.StoreOptions[T]{KeyFunc: opts.KeyFunc, Labels: noLabels}),
 		push:  opts.Push,
 	}
 }
@@ -54,7 +58,7 @@ func (u *UndeltaStore[T]) then(err error) error {
 }
 
 // Add stores obj, then pushes. It fails, pushing nothing, with a
-// [*KeyError].
+// [*cache.KeyError].
 func (u *UndeltaStore[T]) Add(obj T) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -1,18 +1,21 @@
-package cache
+package stores
 
 import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/loom-k8s/loom/cache"
+	"github.com/loom-k8s/loom/internal/waitlist"
 )
 
 // FIFOOptions configures [NewFIFO]. The zero value is valid for API
 // object types.
 type FIFOOptions[T any] struct {
-	// KeyFunc files objects. Default nil: [MetaNamespaceKey] when T
-	// satisfies [Object]; for any other T every write fails with
-	// [ErrNoKeyFunc].
-	KeyFunc KeyFunc[T]
+	// KeyFunc files objects. Default nil: [cache.MetaNamespaceKey] when T
+	// satisfies [cache.Object]; for any other T every write fails with
+	// [cache.ErrNoKeyFunc].
+	KeyFunc cache.KeyFunc[T]
 }
 
 // FIFO is a queue of objects, one entry per key, that keeps only the
@@ -20,39 +23,39 @@ type FIFOOptions[T any] struct {
 // object and keeps its place; Delete takes the key out of the queue;
 // Replace makes the queue hold exactly the given objects in their order.
 // Pop hands out the oldest. While queued, objects can be read through the
-// [Reader] methods.
+// [cache.Reader] methods.
 //
 // Use it when only the latest state of each object matters and changes
-// in between can be dropped; use [DeltaFIFO] when every change must be
+// in between can be dropped; use [cache.DeltaFIFO] when every change must be
 // seen. Loom's informers use DeltaFIFO; FIFO is offered for users.
 //
 // FIFO is safe for concurrent use. The zero value is not usable; call
 // [NewFIFO].
 type FIFO[T any] struct {
-	keyFunc KeyFunc[T]
+	keyFunc cache.KeyFunc[T]
 
 	mu      sync.Mutex
 	items   map[string]T
 	queue   []string // keys of items, oldest first
-	waiting waitList
+	waiting waitlist.List
 	closed  bool
 	done    chan struct{}
 }
 
-var _ ReadWriter[int] = (*FIFO[int])(nil)
+var _ cache.ReadWriter[int] = (*FIFO[int])(nil)
 
 // NewFIFO returns an empty FIFO configured by opts.
 func NewFIFO[T any](opts FIFOOptions[T]) *FIFO[T] {
 	return &FIFO[T]{
 		keyFunc: defaultKeyFunc(opts.KeyFunc),
 		items:   map[string]T{},
-		waiting: newWaitList(),
+		waiting: waitlist.New(),
 		done:    make(chan struct{}),
 	}
 }
 
 // Add queues obj, or replaces the queued object with its key. It fails
-// with a [*KeyError], or [ErrClosed] after Close.
+// with a [*cache.KeyError], or [cache.ErrClosed] after Close.
 func (q *FIFO[T]) Add(obj T) error {
 	key, err := keyOf(q.keyFunc, obj)
 	if err != nil {
@@ -61,7 +64,7 @@ func (q *FIFO[T]) Add(obj T) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return ErrClosed
+		return cache.ErrClosed
 	}
 	q.put(key, obj)
 	return nil
@@ -70,7 +73,7 @@ func (q *FIFO[T]) Add(obj T) error {
 func (q *FIFO[T]) put(key string, obj T) {
 	if _, ok := q.items[key]; !ok {
 		q.queue = append(q.queue, key)
-		q.waiting.notify()
+		q.waiting.Notify()
 	}
 	q.items[key] = obj
 }
@@ -88,7 +91,7 @@ func (q *FIFO[T]) Delete(obj T) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return ErrClosed
+		return cache.ErrClosed
 	}
 	if _, ok := q.items[key]; ok {
 		delete(q.items, key)
@@ -112,7 +115,7 @@ func (q *FIFO[T]) Replace(objs []T) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return ErrClosed
+		return cache.ErrClosed
 	}
 	q.items = make(map[string]T, len(objs))
 	q.queue = make([]string, 0, len(objs))
@@ -124,7 +127,7 @@ func (q *FIFO[T]) Replace(objs []T) error {
 
 // Pop waits for the oldest queued object, removes it and returns it. It
 // fails with ctx.Err() if ctx is done first (an already done ctx pops
-// nothing), and with [ErrClosed] once the queue is closed and empty.
+// nothing), and with [cache.ErrClosed] once the queue is closed and empty.
 func (q *FIFO[T]) Pop(ctx context.Context) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
@@ -134,9 +137,9 @@ func (q *FIFO[T]) Pop(ctx context.Context) (T, error) {
 	defer q.mu.Unlock()
 	for len(q.queue) == 0 {
 		if q.closed {
-			return zero, ErrClosed
+			return zero, cache.ErrClosed
 		}
-		if err := q.waiting.wait(ctx, &q.mu, q.done); err != nil {
+		if err := q.waiting.Wait(ctx, &q.mu, q.done); err != nil {
 			return zero, err
 		}
 	}
@@ -144,55 +147,14 @@ func (q *FIFO[T]) Pop(ctx context.Context) (T, error) {
 	q.queue[0] = ""
 	q.queue = q.queue[1:]
 	if len(q.queue) > 0 {
-		q.waiting.notify()
+		q.waiting.Notify()
 	}
 	obj := q.items[key]
 	delete(q.items, key)
 	return obj, nil
 }
 
-// waitList is where the Pops of a queue wait for an item. Its channel
-// has one slot, and holds a token when a Pop may go on. Whoever queues an
-// item while Pops wait leaves a token; a Pop that takes an item and
-// leaves more behind passes a token on, so that every item wakes a Pop
-// in turn. Unlike a channel closed and made anew on each wake-up, it
-// makes no garbage. A Pop that finds a token and no item waits again.
-// The queue's mutex guards waiters.
-type waitList struct {
-	waiters int
-	wake    chan struct{}
-}
-
-func newWaitList() waitList { return waitList{wake: make(chan struct{}, 1)} }
-
-// notify lets a waiting Pop go on, if there is one. The caller holds the
-// queue's mutex.
-func (w *waitList) notify() {
-	if w.waiters > 0 {
-		select {
-		case w.wake <- struct{}{}:
-		default: // a token is there already
-		}
-	}
-}
-
-// wait unlocks mu, waits for a token, done or ctx, and locks mu again.
-func (w *waitList) wait(ctx context.Context, mu *sync.Mutex, done <-chan struct{}) error {
-	w.waiters++
-	mu.Unlock()
-	var err error
-	select {
-	case <-w.wake:
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	mu.Lock()
-	w.waiters--
-	return err
-}
-
-// Close makes further writes fail with [ErrClosed] and wakes every
+// Close makes further writes fail with [cache.ErrClosed] and wakes every
 // waiting Pop; Pop hands out what is still queued, then returns
 // ErrClosed. Close is idempotent.
 func (q *FIFO[T]) Close() {

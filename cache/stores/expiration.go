@@ -1,8 +1,10 @@
-package cache
+package stores
 
 import (
 	"sync"
 	"time"
+
+	"github.com/loom-k8s/loom/cache"
 )
 
 // DefaultTTL is the time to live of an [ExpirationCache] whose options
@@ -12,10 +14,10 @@ const DefaultTTL = 10 * time.Minute
 // ExpirationCacheOptions configures [NewExpirationCache]. The zero value
 // is valid for API object types.
 type ExpirationCacheOptions[T any] struct {
-	// KeyFunc files objects. Default nil: [MetaNamespaceKey] when T
-	// satisfies [Object]; for any other T every write fails with
-	// [ErrNoKeyFunc].
-	KeyFunc KeyFunc[T]
+	// KeyFunc files objects. Default nil: [cache.MetaNamespaceKey] when T
+	// satisfies [cache.Object]; for any other T every write fails with
+	// [cache.ErrNoKeyFunc].
+	KeyFunc cache.KeyFunc[T]
 	// TTL is how long an object stays after its last Add, Update or
 	// Replace. Default zero (or negative): [DefaultTTL].
 	TTL time.Duration
@@ -38,7 +40,7 @@ type ExpirationCacheOptions[T any] struct {
 // not be mutated. The zero value is not usable; call
 // [NewExpirationCache].
 type ExpirationCache[T any] struct {
-	keyFunc KeyFunc[T]
+	keyFunc cache.KeyFunc[T]
 	ttl     time.Duration
 
 	mu    sync.Mutex
@@ -50,7 +52,7 @@ type expiring[T any] struct {
 	expires time.Time
 }
 
-var _ ReadWriter[int] = (*ExpirationCache[int])(nil)
+var _ cache.ReadWriter[int] = (*ExpirationCache[int])(nil)
 
 // NewExpirationCache returns an empty ExpirationCache configured by opts.
 func NewExpirationCache[T any](opts ExpirationCacheOptions[T]) *ExpirationCache[T] {
@@ -66,7 +68,7 @@ func NewExpirationCache[T any](opts ExpirationCacheOptions[T]) *ExpirationCache[
 }
 
 // Add stores obj under its key, replacing any object there, to expire
-// TTL from now. It fails with a [*KeyError].
+// TTL from now. It fails with a [*cache.KeyError].
 func (c *ExpirationCache[T]) Add(obj T) error {
 	key, err := keyOf(c.keyFunc, obj)
 	if err != nil {
@@ -82,7 +84,7 @@ func (c *ExpirationCache[T]) Add(obj T) error {
 func (c *ExpirationCache[T]) Update(obj T) error { return c.Add(obj) }
 
 // Delete removes the object with obj's key, if any. It fails with a
-// [*KeyError].
+// [*cache.KeyError].
 func (c *ExpirationCache[T]) Delete(obj T) error {
 	key, err := keyOf(c.keyFunc, obj)
 	if err != nil {
@@ -95,7 +97,7 @@ func (c *ExpirationCache[T]) Delete(obj T) error {
 }
 
 // Replace makes the cache hold exactly objs, all to expire TTL from now.
-// It fails, changing nothing, with a [*KeyError].
+// It fails, changing nothing, with a [*cache.KeyError].
 func (c *ExpirationCache[T]) Replace(objs []T) error {
 	items := make(map[string]expiring[T], len(objs))
 	expires := time.Now().Add(c.ttl)

@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"slices"
 	"testing"
 
@@ -11,7 +12,10 @@ import (
 	"github.com/loom-k8s/loom/cache"
 )
 
-func TestLister(t *testing.T) {
+// TestStoreReader reads a store filled by hand through StoreReader:
+// lists by namespace and selector, and gets that find an object or fail
+// with NotFound.
+func TestStoreReader(t *testing.T) {
 	store := cache.NewStore(cache.StoreOptions[*corev1.ConfigMap]{})
 	for _, o := range []*corev1.ConfigMap{
 		cmIn("a", "web", "1", map[string]string{"app": "web", "tier": "front"}),
@@ -27,7 +31,7 @@ func TestLister(t *testing.T) {
 	if err := nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
-	l := cache.NewLister[*corev1.ConfigMap](store)
+	l := cache.StoreReader(store)
 	sel := func(s string) labels.Selector {
 		t.Helper()
 		p, err := labels.Parse(s)
@@ -38,29 +42,22 @@ func TestLister(t *testing.T) {
 	}
 	list := []struct {
 		name      string
-		namespace string // "*" for Lister.List
+		namespace string
 		selector  labels.Selector
 		want      []string
 	}{
-		{"everything, nil selector", "*", nil, []string{"a/db", "a/web", "b/cache", "b/web"}},
-		{"everything, Everything()", "*", labels.Everything(), []string{"a/db", "a/web", "b/cache", "b/web"}},
-		{"by label, all namespaces", "*", sel("app=web"), []string{"a/web", "b/web"}},
-		{"set-based", "*", sel("tier in (front,back),app!=db"), []string{"a/web", "b/web"}},
-		{"label absent", "*", sel("!app"), []string{"b/cache"}},
+		{"everything, nil selector", "", nil, []string{"a/db", "a/web", "b/cache", "b/web"}},
+		{"everything, Everything()", "", labels.Everything(), []string{"a/db", "a/web", "b/cache", "b/web"}},
+		{"by label, all namespaces", "", sel("app=web"), []string{"a/web", "b/web"}},
+		{"set-based", "", sel("tier in (front,back),app!=db"), []string{"a/web", "b/web"}},
+		{"label absent", "", sel("!app"), []string{"b/cache"}},
 		{"one namespace", "a", nil, []string{"a/db", "a/web"}},
 		{"one namespace, by label", "b", sel("tier=front"), []string{"b/web"}},
-		{"Namespace(\"\") lists all", "", sel("app"), []string{"a/db", "a/web", "b/web"}},
 		{"no match", "a", sel("app=nope"), nil},
 	}
 	for _, tt := range list {
 		t.Run("List "+tt.name, func(t *testing.T) {
-			var got []*corev1.ConfigMap
-			var err error
-			if tt.namespace == "*" {
-				got, err = l.List(tt.selector)
-			} else {
-				got, err = l.Namespace(tt.namespace).List(tt.selector)
-			}
+			got, err := l.List(t.Context(), tt.namespace, tt.selector)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,16 +81,15 @@ func TestLister(t *testing.T) {
 		{"", "web", ""}, // a namespaced object is not found in the cluster scope
 	}
 	for _, tt := range get {
-		o, ok := l.Namespace(tt.namespace).Get(tt.name)
-		if ok != (tt.wantRV != "") || ok && o.ResourceVersion != tt.wantRV {
-			t.Errorf("Namespace(%q).Get(%q) = %v, %v; want rv %q", tt.namespace, tt.name, o, ok, tt.wantRV)
+		o, err := l.Get(t.Context(), tt.namespace, tt.name)
+		switch {
+		case tt.wantRV == "" && !apierrors.IsNotFound(err):
+			t.Errorf("Get(%q, %q) = %v, %v; want NotFound", tt.namespace, tt.name, o, err)
+		case tt.wantRV != "" && (err != nil || o.ResourceVersion != tt.wantRV):
+			t.Errorf("Get(%q, %q) = %v, %v; want rv %q", tt.namespace, tt.name, o, err, tt.wantRV)
 		}
 	}
-	nl := cache.NewLister[*corev1.Node](nodes)
-	if n, ok := nl.Get("n1"); !ok || n.Name != "n1" {
-		t.Errorf("cluster-scoped Get: %v %v", n, ok)
-	}
-	if _, ok := nl.Namespace("").Get("n1"); !ok {
-		t.Error(`Namespace("").Get of a cluster-scoped object failed`)
+	if n, err := cache.StoreReader(nodes).Get(t.Context(), "", "n1"); err != nil || n.Name != "n1" {
+		t.Errorf("cluster-scoped Get: %v %v", n, err)
 	}
 }
