@@ -24,9 +24,10 @@ type CachedClientOptions struct {
 	// Wait bounds how long a read waits for the cache to catch up with
 	// this client's own writes. Zero means five seconds.
 	Wait time.Duration
-	// BeforeWrite, when set, is called with each object Create or Update
-	// is about to send, and may change it; an error stops the write and is
-	// returned. (UpdateStatus and Patch do not call it.) A sharded manager
+	// BeforeWrite, when set, is called with each object Create, Update or
+	// Apply is about to send, and may change it; an error stops the write
+	// and is returned. (UpdateStatus, ApplyStatus and Patch do not call
+	// it.) A sharded manager
 	// uses it to keep the bucket label on the objects of sharded kinds.
 	// Nil means none.
 	BeforeWrite func(ctx context.Context, obj client.Object) error
@@ -266,6 +267,49 @@ func (c *CachedClient[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.U
 	return out, err
 }
 
+// Apply applies obj on the server with server-side apply (see
+// client.Client.Apply: only the fields obj sets are sent); later reads
+// see the result. Like Create, it passes obj to BeforeWrite first.
+func (c *CachedClient[T]) Apply(ctx context.Context, obj T, opts client.ApplyOptions) (T, error) {
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
+	if err := c.notCached("apply", obj); err != nil {
+		var zero T
+		return zero, err
+	}
+	if c.beforeWrite != nil {
+		if err := c.beforeWrite(ctx, obj); err != nil {
+			var zero T
+			return zero, err
+		}
+	}
+	out, err := c.live.Apply(ctx, obj, opts)
+	if err == nil {
+		c.record(out)
+	}
+	return out, err
+}
+
+// ApplyStatus applies obj's status on the server with server-side apply;
+// later reads see the result.
+func (c *CachedClient[T]) ApplyStatus(ctx context.Context, obj T, opts client.ApplyOptions) (T, error) {
+	if c.err != nil {
+		var zero T
+		return zero, c.err
+	}
+	if err := c.notCached("apply status", obj); err != nil {
+		var zero T
+		return zero, err
+	}
+	out, err := c.live.ApplyStatus(ctx, obj, opts)
+	if err == nil {
+		c.record(out)
+	}
+	return out, err
+}
+
 // Patch patches obj (by namespace and name), or one of its subresources,
 // on the server.
 func (c *CachedClient[T]) Patch(ctx context.Context, obj T, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
@@ -473,6 +517,7 @@ func (c *CachedClient[T]) Resource(ctx context.Context) (client.Resource, error)
 var (
 	_ client.ReadWriter[*metav1.PartialObjectMetadata]    = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
 	_ client.IndexedReader[*metav1.PartialObjectMetadata] = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
+	_ client.Applier[*metav1.PartialObjectMetadata]       = (*CachedClient[*metav1.PartialObjectMetadata])(nil)
 )
 
 // fresh reports whether the cached state includes the write w.

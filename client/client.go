@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -27,7 +26,8 @@ type Client[T Object] struct {
 	newObj   func() T
 	shallow  func(T) T // a shallow copy
 	watch    func(ctx context.Context, r *rest.Request) (*rest.Watcher[T], error)
-	metadata bool // T is *metav1.PartialObjectMetadata
+	metadata bool   // T is *metav1.PartialObjectMetadata
+	owner    string // Options.FieldOwner
 }
 
 // For returns a client for objects of type E, such as corev1.Pod
@@ -57,6 +57,7 @@ func For[E any, T interface {
 		shallow:  func(o T) T { cp := *o; return T(&cp) },
 		watch:    rest.Watch[E, T],
 		metadata: metadata,
+		owner:    opts.FieldOwner,
 	}, nil
 }
 
@@ -287,6 +288,9 @@ func (c *Client[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions
 	if err != nil {
 		return zero, err
 	}
+	if opts.FieldManager == "" {
+		opts.FieldManager = c.owner
+	}
 	out := c.newObj()
 	if err := c.req(c.rc.Post(), res, ns, asObject).Options(&opts).Body(c.body(c.stamp(ctx, obj), res)).Do(ctx, out); err != nil {
 		return zero, err
@@ -317,6 +321,9 @@ func (c *Client[T]) update(ctx context.Context, obj T, opts metav1.UpdateOptions
 	if obj.GetName() == "" {
 		return zero, fmt.Errorf("client: update %s: object has no name", res.Resource.GroupResource())
 	}
+	if opts.FieldManager == "" {
+		opts.FieldManager = c.owner
+	}
 	r := c.req(c.rc.Put(), res, ns, asObject).Name(obj.GetName())
 	if sub != "" {
 		r = r.SubResource(sub)
@@ -340,6 +347,9 @@ func (c *Client[T]) Patch(ctx context.Context, name string, pt types.PatchType, 
 	if err != nil {
 		return zero, err
 	}
+	if opts.FieldManager == "" {
+		opts.FieldManager = c.owner
+	}
 	r := c.req(c.rc.Patch(string(pt)), res, ns, asObject).Name(name)
 	if len(subresources) > 0 {
 		r = r.SubResource(subresources...)
@@ -353,7 +363,8 @@ func (c *Client[T]) Patch(ctx context.Context, name string, pt types.PatchType, 
 
 // ApplyOptions configure [Client.Apply].
 type ApplyOptions struct {
-	// FieldManager names the owner of the applied fields. Required.
+	// FieldManager names the owner of the applied fields. Default: the
+	// client's Options.FieldOwner; one of the two is required.
 	FieldManager string
 	// Force takes ownership of fields another manager owns, instead of
 	// failing with a 409 Conflict that names them.
@@ -362,17 +373,26 @@ type ApplyOptions struct {
 	DryRun string
 }
 
-// ErrNoFieldManager is returned by Apply without a FieldManager.
+// ErrNoFieldManager is returned by Apply when neither its options nor the
+// client's name a field manager.
 var ErrNoFieldManager = errors.New("client: server-side apply needs a FieldManager")
 
 // Apply sends obj as a server-side apply patch: the server merges the
 // fields obj sets into the stored object (creating it if absent) and
-// records FieldManager as their owner. Conflicts with fields owned by
-// another manager fail with a 409 unless Force is set. Give the object
-// only the fields you mean to own: with a typed Go struct, fields without
-// omitempty are sent even when zero, so for partial intent an
-// *unstructured.Unstructured (or Patch with ApplyPatchType and raw JSON)
-// says exactly what you mean.
+// records the field manager as their owner. Conflicts with fields owned
+// by another manager fail with a 409 Conflict that names them, unless
+// Force is set.
+//
+// Only the fields obj sets are sent, so the manager owns what the code
+// wrote and nothing else: a nil pointer, slice or map, a struct with no
+// field set, and a zero value in an omitempty field are left out, while a
+// pointer to a zero value (replicas: ptr(int32(0))) or to an empty struct
+// (emptyDir: {}) is sent. Build the object from nothing, with the fields
+// you mean to own, rather than from one read from the server. A field
+// whose zero value cannot be told from unset (a bool or number with
+// omitempty and no pointer) cannot be applied as zero through a typed
+// object; an *unstructured.Unstructured is sent exactly as it is, and
+// says that too.
 func (c *Client[T]) Apply(ctx context.Context, obj T, opts ApplyOptions) (T, error) {
 	return c.apply(ctx, obj, opts)
 }
@@ -385,6 +405,9 @@ func (c *Client[T]) ApplyStatus(ctx context.Context, obj T, opts ApplyOptions) (
 func (c *Client[T]) apply(ctx context.Context, obj T, opts ApplyOptions, sub ...string) (T, error) {
 	var zero T
 	if opts.FieldManager == "" {
+		opts.FieldManager = c.owner
+	}
+	if opts.FieldManager == "" {
 		return zero, ErrNoFieldManager
 	}
 	res, ns, err := c.objectNamespace(ctx, "apply", obj)
@@ -394,7 +417,7 @@ func (c *Client[T]) apply(ctx context.Context, obj T, opts ApplyOptions, sub ...
 	if len(sub) == 0 {
 		obj = c.stamp(ctx, obj)
 	}
-	data, err := json.Marshal(c.body(obj, res))
+	data, err := applyBody(c.body(obj, res))
 	if err != nil {
 		return zero, fmt.Errorf("client: apply %s %q: %w", res.Resource.GroupResource(), obj.GetName(), err)
 	}

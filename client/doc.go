@@ -49,7 +49,8 @@
 // (following continue tokens, and starting again when a token expires),
 // Watch, Create, Update, UpdateStatus, Patch (JSON patch, merge patch,
 // strategic merge patch, apply), Apply and ApplyStatus (server-side apply
-// with a field manager and force), Delete (propagation policy,
+// of the fields a typed object sets, with a field manager, set once in
+// Options.FieldOwner, and force; see [Client.Apply] and [Applier]), Delete (propagation policy,
 // preconditions, grace period) and DeleteCollection. Subresources: status
 // (UpdateStatus, ApplyStatus, Patch with "status"), scale ([Scaler]),
 // eviction ([Evict]), binding ([Bind]) and logs ([Logs]).

@@ -54,6 +54,19 @@ type Writer[T Object] interface {
 	Delete(ctx context.Context, obj T, opts metav1.DeleteOptions) error
 }
 
+// An Applier writes objects of one type with server-side apply: it sends
+// the desired state, and the server merges it and records who owns each
+// field, with no read first and no conflict on resourceVersion. It is the
+// path beside controller.CreateOrUpdate for reconcilers that state what
+// they want. A [*Client], its [Client.ReadWriter] and a cache.CachedClient
+// are Appliers.
+type Applier[T Object] interface {
+	// Apply applies obj (see [Client.Apply] for the fields sent).
+	Apply(ctx context.Context, obj T, opts ApplyOptions) (T, error)
+	// ApplyStatus applies obj's status through the status subresource.
+	ApplyStatus(ctx context.Context, obj T, opts ApplyOptions) (T, error)
+}
+
 // ReadWriter reads and writes objects of one type: what helpers such as
 // controller.CreateOrUpdate need.
 type ReadWriter[T Object] interface {
@@ -61,8 +74,8 @@ type ReadWriter[T Object] interface {
 	Writer[T]
 }
 
-// ReadWriter returns c as a ReadWriter whose reads and writes all go to
-// the API server: for programs with no cache, such as a command-line
+// ReadWriter returns c as a ReadWriter (and an [Applier]) whose reads
+// and writes all go to the API server: for programs with no cache, such as a command-line
 // tool. Objects are addressed by the namespace given (Get, List) or
 // carried by the object (writes), or, when that is "", by the client's
 // own namespace.
@@ -114,3 +127,16 @@ func (l live[T]) Patch(ctx context.Context, obj T, pt types.PatchType, data []by
 func (l live[T]) Delete(ctx context.Context, obj T, opts metav1.DeleteOptions) error {
 	return l.in(obj.GetNamespace()).Delete(ctx, obj.GetName(), opts)
 }
+
+func (l live[T]) Apply(ctx context.Context, obj T, opts ApplyOptions) (T, error) {
+	return l.in(obj.GetNamespace()).Apply(ctx, obj, opts)
+}
+
+func (l live[T]) ApplyStatus(ctx context.Context, obj T, opts ApplyOptions) (T, error) {
+	return l.in(obj.GetNamespace()).ApplyStatus(ctx, obj, opts)
+}
+
+var (
+	_ Applier[*metav1.PartialObjectMetadata] = (*Client[*metav1.PartialObjectMetadata])(nil)
+	_ Applier[*metav1.PartialObjectMetadata] = live[*metav1.PartialObjectMetadata]{}
+)

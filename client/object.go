@@ -46,6 +46,12 @@ type Options struct {
 	// Mapper finds the resource for kinds that are not built in, such as
 	// custom resources. Nil means only the built-in table is used.
 	Mapper Mapper
+	// FieldOwner names this client in the managedFields of what it
+	// writes: the field manager of Apply and ApplyStatus, and of Create,
+	// Update, UpdateStatus and Patch, whenever their options name none.
+	// Default "": Apply then needs ApplyOptions.FieldManager, and the
+	// server names other writers after the program's user agent.
+	FieldOwner string
 }
 
 // UnknownTypeError is returned by [For] when it cannot tell where objects

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/client/clienttest"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/rest"
@@ -326,4 +327,30 @@ func ExampleAlreadyOwnedError() {
 	// Output:
 	// StatefulSet db
 	// controller: shop/web-config is already controlled by apps/v1 StatefulSet "db"
+}
+
+// ApplyOwned states the desired Deployment of an owner and applies it
+// server-side: no read, no diff. Here a clienttest.Recorder stands for
+// the API server, as in a reconciler's unit test.
+func ExampleApplyOwned() {
+	owner := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "6d1a"},
+	}
+	desired := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
+			}},
+		},
+	}
+	var server clienttest.Recorder[*appsv1.Deployment]
+	if _, err := controller.ApplyOwned(context.Background(), &server, owner, desired, client.ApplyOptions{FieldManager: "web-operator", Force: true}); err != nil {
+		fmt.Println(err)
+	}
+	call := server.Calls()[0]
+	fmt.Println(call.Verb, call.Object.Name, "controlled by", controller.GetControllerOf(call.Object).Name)
+	// Output:
+	// apply web controlled by web
 }

@@ -37,6 +37,7 @@ func TestHelpersIntegration(t *testing.T) {
 	t.Run("CreateOrPatch Deployment", h.testCreateOrPatchDeployment)
 	t.Run("CreateOrPatch status subresource", h.testCreateOrPatchStatus)
 	t.Run("CreateOrPatch unstructured", h.testCreateOrPatchUnstructured)
+	t.Run("ApplyOwned", h.testApplyOwned)
 	t.Run("finalizer blocks deletion", h.testFinalizer)
 }
 
@@ -630,4 +631,70 @@ func (h *helperEnv) testFinalizer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the object to be deleted", func() (bool, error) { return gone(ctx, cms, "guarded") })
+}
+
+// testApplyOwned applies a Deployment owned by a ConfigMap: the first
+// call creates it with the owner reference, a second with the same
+// desired state leaves the spec as it was, and a field another manager took is taken
+// back with Force.
+func (h *helperEnv) testApplyOwned(t *testing.T) {
+	ctx := t.Context()
+	ns := h.namespace(t, "")
+	owner, err := clientFor[corev1.ConfigMap](t, h, ns, client.Options{}).Create(ctx, cm("owner"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploys := clientFor[appsv1.Deployment](t, h, ns, client.Options{FieldOwner: "web-operator"})
+	desired := func() *appsv1.Deployment {
+		labels := map[string]string{"app": "web"}
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						NodeName:   "nobody",
+						Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
+					},
+				},
+			},
+		}
+	}
+	force := client.ApplyOptions{Force: true}
+	first, err := controller.ApplyOwned(ctx, deploys, owner, desired(), force)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !controller.IsControlledBy(first, owner) {
+		t.Fatalf("owner references %+v; want %s as the controller", first.OwnerReferences, owner.Name)
+	}
+	again, err := controller.ApplyOwned(ctx, deploys, owner, desired(), force)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Deployment controller writes status and annotations in
+	// between; the spec's generation says whether the apply changed it.
+	if again.Generation != first.Generation {
+		t.Errorf("an apply of the same state moved the generation from %d to %d", first.Generation, again.Generation)
+	}
+
+	// Another manager takes the image; the controller's next apply
+	// conflicts without Force and takes it back with it.
+	intruder := clientFor[appsv1.Deployment](t, h, ns, client.Options{FieldOwner: "intruder"})
+	taken := desired()
+	taken.Spec.Template.Spec.Containers[0].Image = "nginx:evil"
+	if _, err := intruder.Apply(ctx, taken, force); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.ApplyOwned(ctx, deploys, owner, desired(), client.ApplyOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("apply without Force over the intruder's image = %v, want a 409 Conflict", err)
+	}
+	back, err := controller.ApplyOwned(ctx, deploys, owner, desired(), force)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := back.Spec.Template.Spec.Containers[0].Image; img != "nginx:1.27" {
+		t.Errorf("image after the forced apply = %s, want nginx:1.27", img)
+	}
 }

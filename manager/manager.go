@@ -87,6 +87,11 @@ type Options struct {
 	// over the API server's discovery, cached, and refreshed when it
 	// meets a kind it does not know (a CRD installed since).
 	Mapper client.Mapper
+	// FieldOwner names the manager's clients in the managedFields of
+	// what they write (client.Options.FieldOwner): the field manager of
+	// their server-side applies, and of other writes whose options name
+	// none. Default "": each Apply names its own.
+	FieldOwner string
 	// LeaderElection configures leader election. Default: off, unless
 	// Sharding is on: then it is on, with the Lease "<ring>-leader" in
 	// Sharding.Namespace unless set here.
@@ -221,7 +226,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	fopts := cache.FactoryOptions{
-		Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper},
+		Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper, FieldOwner: opts.FieldOwner},
 		Namespace: opts.Namespace, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
 	}
 	var sh *sharded
@@ -285,10 +290,10 @@ func restConfig(opts Options) (config.Config, error) {
 }
 
 // ClientOptions returns the client options for this manager's types: its
-// Scheme and Mapper. client.For[T](mgr.REST(), mgr.ClientOptions()) is a
+// Scheme, Mapper and FieldOwner. client.For[T](mgr.REST(), mgr.ClientOptions()) is a
 // live client for any type the manager knows.
 func (m *Manager) ClientOptions() client.Options {
-	return client.Options{Scheme: m.opts.Scheme, Mapper: m.mapper}
+	return client.Options{Scheme: m.opts.Scheme, Mapper: m.mapper, FieldOwner: m.opts.FieldOwner}
 }
 
 // Scheme returns the manager's Scheme (nil when none was given).

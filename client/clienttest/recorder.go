@@ -16,7 +16,8 @@ import (
 
 // Call is one recorded write.
 type Call[T client.Object] struct {
-	// Verb is "create", "update", "updateStatus", "patch" or "delete".
+	// Verb is "create", "update", "updateStatus", "patch", "apply",
+	// "applyStatus" or "delete".
 	Verb string
 	// Object is a deep copy of the object written.
 	Object T
@@ -26,7 +27,7 @@ type Call[T client.Object] struct {
 	Subresources []string
 }
 
-// Recorder is a client.Writer that records writes. The zero value is ready
+// Recorder is a client.Writer (and a client.Applier) that records writes. The zero value is ready
 // to use; it is safe for concurrent use.
 type Recorder[T client.Object] struct {
 	// Err, when set, is returned by every write (which is recorded all the
@@ -37,7 +38,10 @@ type Recorder[T client.Object] struct {
 	calls []Call[T]
 }
 
-var _ client.Writer[*metav1.PartialObjectMetadata] = (*Recorder[*metav1.PartialObjectMetadata])(nil)
+var (
+	_ client.Writer[*metav1.PartialObjectMetadata]  = (*Recorder[*metav1.PartialObjectMetadata])(nil)
+	_ client.Applier[*metav1.PartialObjectMetadata] = (*Recorder[*metav1.PartialObjectMetadata])(nil)
+)
 
 func (r *Recorder[T]) record(c Call[T]) (T, error) {
 	c.Object = c.Object.DeepCopyObject().(T)
@@ -76,6 +80,18 @@ func (r *Recorder[T]) UpdateStatus(_ context.Context, obj T, _ metav1.UpdateOpti
 // Patch records a patch; it answers with obj unchanged.
 func (r *Recorder[T]) Patch(_ context.Context, obj T, pt types.PatchType, data []byte, _ metav1.PatchOptions, subresources ...string) (T, error) {
 	return r.record(Call[T]{Verb: "patch", Object: obj, PatchType: pt, Patch: append([]byte(nil), data...), Subresources: subresources})
+}
+
+// Apply records a server-side apply; it answers with obj unchanged (it
+// merges nothing).
+func (r *Recorder[T]) Apply(_ context.Context, obj T, _ client.ApplyOptions) (T, error) {
+	return r.record(Call[T]{Verb: "apply", Object: obj})
+}
+
+// ApplyStatus records a server-side apply of the status; it answers with
+// obj unchanged.
+func (r *Recorder[T]) ApplyStatus(_ context.Context, obj T, _ client.ApplyOptions) (T, error) {
+	return r.record(Call[T]{Verb: "applyStatus", Object: obj, Subresources: []string{"status"}})
 }
 
 // Delete records a delete.
