@@ -178,8 +178,8 @@ func (c *Client[T]) objectNamespace(ctx context.Context, verb string, obj T) (Re
 // copied first, shallowly for typed objects, deeply for unstructured ones,
 // whose kind lives in the same map as their content.
 func (c *Client[T]) body(obj T, res Resource) T {
-	if obj.GetObjectKind().GroupVersionKind() == res.Kind {
-		return obj
+	if res.Kind.Empty() || obj.GetObjectKind().GroupVersionKind() == res.Kind {
+		return obj // a Resource given without its kind keeps the object's own
 	}
 	cp := c.copyOf(obj)
 	cp.GetObjectKind().SetGroupVersionKind(res.Kind)

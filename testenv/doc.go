@@ -9,9 +9,15 @@
 // # Getting started
 //
 //	func TestSomething(t *testing.T) {
-//		env := testenv.New(t, testenv.Options{})
+//		env := testenv.New(t, testenv.Options{CRDs: []string{"../config/crd"}})
+//		rc, err := env.REST(rest.Options{}) // or env.Config() for a manager
 //		// env.KubeconfigPath, env.URL, env.CAPEM, env.AdminCertPEM ...
 //	}
+//
+// Options.CRDs installs CustomResourceDefinitions from files or folders
+// before Start returns, once each is established and discoverable, so the
+// test can use its custom resources at once. [Env.Config] and [Env.REST]
+// give the admin's configuration and a REST client.
 //
 // New starts the servers, stops them when the test ends and prints the tail
 // of each server's log if the test failed. Start is the same without a

@@ -79,6 +79,14 @@ type Options struct {
 	// pulled: load them with Env.ImportImage. Start waits until every node
 	// is Ready. See the package documentation, "Real nodes".
 	RealNodes int
+
+	// CRDs are files or folders of CustomResourceDefinition manifests
+	// (YAML; a folder's *.yaml and *.yml files, not recursively) that
+	// Start installs once the control plane is ready, waiting until each
+	// is established and listed by discovery. A file that holds no CRD,
+	// or a CRD the server refuses, fails Start with an error that names
+	// it. Default: none.
+	CRDs []string
 }
 
 // Env is a running control plane. Its exported fields are set by Start and
@@ -278,6 +286,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	if opts.RealNodes > 0 {
 		if err := e.startRealNodes(ctx, bins["kubelet"], bins["kube-proxy"]); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.CRDs) > 0 {
+		if err := e.installCRDs(ctx); err != nil {
 			return nil, err
 		}
 	}
