@@ -111,24 +111,18 @@ type Reflector[T client.Object] struct {
 	noStream bool // the server refused streaming lists
 	stats    ReflectorStats
 
-	// relistAsked says that Relist was called since the current round
-	// began; cancelRound ends that round. waiting are the channels of
-	// Relist calls that no list has begun to serve; filling those of the
-	// calls that the list under way (or the next) serves.
+	// relistAsked says that Relist was called since Run last looked;
+	// cancelRound ends the list or watch under way. waiting are the
+	// channels of Relist calls that no list has begun to serve; filling
+	// those of the calls that the list under way (or the next) serves.
 	relistAsked      bool
 	cancelRound      context.CancelFunc
 	waiting, filling []chan struct{}
 
 	// narrowKeep is the test of the newest Narrow call that Run has not
-	// served yet, and narrowing the channels of those calls.
+	// taken yet, and narrowing the channels of those calls.
 	narrowKeep func(T) bool
 	narrowing  []chan struct{}
-
-	// progressed says whether the current round's watch moved the
-	// resourceVersion on or lived for minProgress, and filled whether it
-	// replaced the store's contents with a full list; only Run's goroutine
-	// uses them.
-	progressed, filled bool
 }
 
 // minProgress is how long a watch must live, with or without events, for
@@ -279,90 +273,252 @@ type pruner[T any] interface {
 // error only if the store refuses a write (a key function failing), which
 // retrying cannot fix.
 func (r *Reflector[T]) Run(ctx context.Context) error {
-	failures := 0 // consecutive rounds that made no progress
-	relist := true
+	x := &reflectorRun[T]{r: r, ctx: ctx}
+	defer x.endRound()
+	r.mu.Lock()
+	st := newReflectorState(r.rv, r.noStream, r.opts.InitialBackoff, r.opts.MaxBackoff)
+	r.mu.Unlock()
+	st, act := step(st, reflectorEvent{kind: evStart})
 	for ctx.Err() == nil {
-		r.progressed, r.filled = false, false
-		round, cancel := context.WithCancel(ctx)
-		r.mu.Lock()
-		if r.relistAsked {
-			relist, r.relistAsked = true, false
-		}
-		keep, narrowed := r.narrowKeep, r.narrowing
-		r.narrowKeep, r.narrowing = nil, nil
-		if relist {
-			// The list about to begin uses the new selector: it serves
-			// the Narrow calls too.
-			r.waiting, narrowed = append(r.waiting, narrowed...), nil
-		}
-		r.cancelRound = cancel
-		r.mu.Unlock()
-		if len(narrowed) > 0 {
-			if err := r.store.(pruner[T]).prune(keep); err != nil {
-				cancel()
-				return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
-			}
-			for _, ch := range narrowed {
-				close(ch)
+		switch act.kind {
+		case actList, actStream, actWatch, actPrune:
+			if asks := x.begin(act); len(asks) > 0 {
+				// Relist or Narrow was called: decide again.
+				for _, ask := range asks {
+					st, act = step(st, ask)
+				}
+				continue
 			}
 		}
-		var err error
-		if relist {
-			err = r.fill(round)
-			if r.filled {
-				// A streaming list goes on as a watch: if that watch
-				// breaks later, it resumes rather than lists again.
-				relist = false
-			}
-		}
-		if err == nil && round.Err() == nil {
-			err = r.watch(round)
-		}
-		cancel()
-		r.mu.Lock()
-		r.cancelRound = nil
-		asked, narrow := r.relistAsked, len(r.narrowing) > 0
-		r.mu.Unlock()
-		switch {
-		case ctx.Err() != nil:
+		ev, err := x.perform(act)
+		if ctx.Err() != nil {
 			return nil
-		case errors.Is(err, errStore):
+		}
+		rv := st.rv
+		st, act = step(st, ev)
+		if act.kind != actRead {
+			x.endRound()
+		}
+		switch {
+		case act.kind == actStop:
 			return err
-		case asked:
-			// Relist ended the round: list again at once.
-			relist, failures = true, 0
-			continue
-		case narrow && !errors.Is(err, errRelist):
-			// Narrow ended the round: let go, and watch again at once
-			// (or go on with a list that it cut short).
-			failures = 0
-			continue
-		case errors.Is(err, errRelist):
-			relist = true
+		case act.kind == actNone || act.kind == actUnexpected:
+			return fmt.Errorf("cache: reflector %s: internal error: %s after %s in phase %s", r.opts.Name, act, ev.kind, st.phase)
 		}
-		if r.progressed {
-			// A normal end: the watch did its work until it ended. Watch
-			// (or relist) again at once.
-			failures = 0
-			if err != nil && !errors.Is(err, errRelist) {
-				r.mu.Lock()
-				r.stats.BrokenWatches++
-				r.mu.Unlock()
-				r.log.Info("watch ended; watching again", "err", err)
+		switch {
+		case (ev.kind == evEvent || ev.kind == evBookmark) && st.rv != rv:
+			r.mu.Lock()
+			r.rv = st.rv
+			r.mu.Unlock()
+		case ev.kind == evStreamRefused:
+			r.log.Info("server refused a streaming list; using paginated lists", "err", err)
+		}
+		if ev.class == failGone {
+			r.log.Info("resourceVersion expired; listing again", "resourceVersion", st.rv)
+		}
+		if act.broken {
+			r.mu.Lock()
+			r.stats.BrokenWatches++
+			r.mu.Unlock()
+			r.log.Info("watch ended; watching again", "err", err)
+		}
+		if act.report {
+			if err == nil {
+				err = &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: errShortWatch}
 			}
-			continue
-		}
-		if errors.Is(err, errRelist) {
-			r.log.Info("resourceVersion expired; listing again", "resourceVersion", r.LastSyncResourceVersion())
-		} else {
 			r.report(err)
 		}
-		if !r.sleep(ctx, r.backoff(failures, err)) {
-			return nil
-		}
-		failures++
 	}
 	return nil
+}
+
+// reflectorRun is what Run holds while it carries out step's actions.
+type reflectorRun[T client.Object] struct {
+	r   *Reflector[T]
+	ctx context.Context // Run's
+
+	// round is the context of the list or watch under way, which
+	// Relist and Narrow cancel; cancel ends it.
+	round  context.Context
+	cancel context.CancelFunc
+	// w is the open watch, asked for at opened; fresh says none of its
+	// events has been read yet.
+	w      Watch[T]
+	opened time.Time
+	fresh  bool
+	// narrowed are the channels of the Narrow calls taken and not served
+	// yet, and keep the test of the newest.
+	narrowed []chan struct{}
+	keep     func(T) bool
+}
+
+// begin is called before a list, watch or prune begins. Under mu, it
+// takes the Relist and Narrow calls made since it last looked and returns
+// them as events for step, which may change the action; or, if there are
+// none, it gets the action going: a list takes over the calls it serves,
+// and a list or watch gets a context that those calls cancel.
+func (x *reflectorRun[T]) begin(act reflectorAction) (asks []reflectorEvent) {
+	r := x.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.relistAsked {
+		r.relistAsked = false
+		asks = append(asks, reflectorEvent{kind: evRelist})
+	}
+	if len(r.narrowing) > 0 {
+		x.narrowed = append(x.narrowed, r.narrowing...)
+		x.keep = r.narrowKeep
+		r.narrowing, r.narrowKeep = nil, nil
+		asks = append(asks, reflectorEvent{kind: evNarrow})
+	}
+	if len(asks) > 0 {
+		return asks
+	}
+	switch act.kind {
+	case actPrune:
+		return nil
+	case actList, actStream:
+		// The list about to begin serves the Relist calls made so far,
+		// and the Narrow calls taken: it uses the new selector.
+		r.filling = append(r.filling, r.waiting...)
+		r.filling = append(r.filling, x.narrowed...)
+		r.waiting, x.narrowed, x.keep = nil, nil, nil
+	}
+	x.round, x.cancel = context.WithCancel(x.ctx)
+	r.cancelRound = x.cancel
+	return nil
+}
+
+// endRound closes the watch and ends the context of the list or watch
+// that just ended.
+func (x *reflectorRun[T]) endRound() {
+	if x.w != nil {
+		x.w.Stop()
+		x.w = nil
+	}
+	if x.cancel != nil {
+		x.cancel()
+		x.r.mu.Lock()
+		x.r.cancelRound = nil
+		x.r.mu.Unlock()
+		x.round, x.cancel = nil, nil
+	}
+}
+
+// perform carries out act and returns what came of it, with the error
+// behind it, if any.
+func (x *reflectorRun[T]) perform(act reflectorAction) (reflectorEvent, error) {
+	r := x.r
+	switch act.kind {
+	case actList:
+		rv, err := r.list(x.round)
+		if err != nil {
+			return x.failed(evListFailed, err), err
+		}
+		return reflectorEvent{kind: evListed, rv: rv}, nil
+	case actStream:
+		w, rv, err := r.streamingList(x.round)
+		switch {
+		case errors.Is(err, errNoStreaming):
+			return reflectorEvent{kind: evStreamRefused}, err
+		case err != nil:
+			return x.failed(evListFailed, err), err
+		}
+		x.w, x.opened, x.fresh = w, r.clock.Now(), true
+		return reflectorEvent{kind: evStreamed, rv: rv}, nil
+	case actWatch:
+		opened := r.clock.Now()
+		w, err := r.openWatch(x.round, act.rv)
+		if err != nil {
+			return x.failed(evWatchFailed, err), err
+		}
+		x.w, x.opened, x.fresh = w, opened, true
+		return reflectorEvent{kind: evOpened}, nil
+	case actRead:
+		return x.read()
+	case actPrune:
+		if err := r.store.(pruner[T]).prune(x.keep); err != nil {
+			return reflectorEvent{kind: evStoreFailed}, fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+		}
+		for _, ch := range x.narrowed {
+			close(ch)
+		}
+		x.narrowed, x.keep = nil, nil
+		return reflectorEvent{kind: evPruned}, nil
+	case actWait:
+		d := act.waitMin
+		if act.waitMax > act.waitMin {
+			d += time.Duration(rand.Int64N(int64(act.waitMax-act.waitMin) + 1)) // jitter
+		}
+		r.sleep(x.ctx, max(d, act.waitFloor))
+		return reflectorEvent{kind: evWaited}, nil
+	}
+	panic(fmt.Sprintf("cache: reflector: cannot perform %s", act))
+}
+
+// failed is the event of a list or watch that ended with err, which is
+// not nil unless the watch ended cleanly.
+func (x *reflectorRun[T]) failed(kind eventKind, err error) reflectorEvent {
+	switch {
+	case errors.Is(err, errStore):
+		return reflectorEvent{kind: evStoreFailed}
+	case x.round != nil && x.round.Err() != nil:
+		return reflectorEvent{kind: kind, class: failInterrupted}
+	}
+	class, after := classify(err)
+	return reflectorEvent{kind: kind, class: class, retryAfter: after}
+}
+
+// read reads the open watch's next event and applies it to the store.
+func (x *reflectorRun[T]) read() (reflectorEvent, error) {
+	r := x.r
+	for {
+		ev, err := x.w.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil // the server ended the watch
+			} else {
+				err = &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+			}
+			return x.ended(err), err
+		}
+		if x.fresh {
+			x.fresh = false
+			r.succeeded()
+		}
+		var serr error
+		switch ev.Type {
+		case watch.Added:
+			serr = r.store.Add(ev.Object)
+		case watch.Modified:
+			serr = r.store.Update(ev.Object)
+		case watch.Deleted:
+			serr = r.store.Delete(ev.Object)
+		case watch.Bookmark:
+			return reflectorEvent{kind: evBookmark, rv: ev.Object.GetResourceVersion()}, nil
+		case watch.Error:
+			err := ev.Err()
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				err = errRelist
+			} else {
+				err = &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+			}
+			return x.ended(err), err
+		default:
+			continue
+		}
+		if serr != nil {
+			return reflectorEvent{kind: evStoreFailed}, fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, serr)
+		}
+		return reflectorEvent{kind: evEvent, rv: ev.Object.GetResourceVersion()}, nil
+	}
+}
+
+// ended is the event of the open watch ending with err (nil: cleanly).
+func (x *reflectorRun[T]) ended(err error) reflectorEvent {
+	ev := x.failed(evEnded, err)
+	ev.lived = x.r.clock.Now().Sub(x.opened)
+	return ev
 }
 
 // servedLocked closes the channels of the Relist calls that the list just
@@ -394,42 +550,6 @@ func (r *Reflector[T]) succeeded() {
 	r.mu.Unlock()
 }
 
-// maxProbe bounds the wait between attempts while the server cannot be
-// reached: a refused connection costs the server nothing, and a restarted
-// server should be seen within about this long of answering again.
-const maxProbe = time.Second
-
-// firstProbe is the first such wait.
-const firstProbe = 100 * time.Millisecond
-
-// backoff returns the wait after a round that made no progress and ended
-// with err, given the number of such rounds just before it.
-func (r *Reflector[T]) backoff(failures int, err error) time.Duration {
-	var d time.Duration
-	switch {
-	case errors.Is(err, errRelist) && failures == 0:
-		return 0 // the first relist is the cure, not a failure
-	case unreachable(err):
-		d = exponential(min(firstProbe, r.opts.InitialBackoff), failures, min(maxProbe, r.opts.MaxBackoff))
-	default:
-		d = exponential(r.opts.InitialBackoff, failures, r.opts.MaxBackoff)
-	}
-	d = d/2 + time.Duration(rand.Int64N(int64(d)/2+1)) // jitter: [d/2, d]
-	if secs, ok := apierrors.SuggestsClientDelay(err); ok && time.Duration(secs)*time.Second > d {
-		d = time.Duration(secs) * time.Second // a 429's or 503's Retry-After
-	}
-	return d
-}
-
-// exponential is first doubled n times, at most limit.
-func exponential(first time.Duration, n int, limit time.Duration) time.Duration {
-	d := first << min(n, 16)
-	if d <= 0 || d > limit {
-		d = limit
-	}
-	return d
-}
-
 // unreachable reports whether err says the server could not be reached or
 // is not serving yet (as while it restarts), rather than that it refused
 // the request.
@@ -449,46 +569,25 @@ func unreachable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
 }
 
-// sleep waits d; false if ctx ended first.
-func (r *Reflector[T]) sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d, or until ctx ends.
+func (r *Reflector[T]) sleep(ctx context.Context, d time.Duration) {
 	if d <= 0 {
-		return ctx.Err() == nil
+		return
 	}
 	t := r.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
 	case <-t.C():
-		return true
 	}
-}
-
-// fill replaces the store's contents with a full list: a streaming list
-// when the server offers one, else a paginated list. A streaming list
-// leaves its watch open; fill then goes on applying its events and returns
-// only when that watch ends.
-func (r *Reflector[T]) fill(ctx context.Context) error {
-	r.mu.Lock()
-	stream := !r.noStream
-	r.filling = append(r.filling, r.waiting...)
-	r.waiting = nil
-	r.mu.Unlock()
-	if stream {
-		err := r.streamingList(ctx)
-		if !errors.Is(err, errNoStreaming) {
-			return err
-		}
-		r.log.Info("server refused a streaming list; using paginated lists", "err", err)
-	}
-	return r.list(ctx)
 }
 
 var errNoStreaming = errors.New("streaming list not supported")
 
-// list fills the store with a paginated, consistent list. A store that
-// takes a list in pieces (an informer's) gets each page as it arrives.
-func (r *Reflector[T]) list(ctx context.Context) error {
+// list fills the store with a paginated, consistent list, and returns its
+// resourceVersion. A store that takes a list in pieces (an informer's)
+// gets each page as it arrives.
+func (r *Reflector[T]) list(ctx context.Context) (string, error) {
 	sw, pieces := r.store.(streamWriter[T])
 	var items []T
 	var rv string
@@ -508,12 +607,12 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 				}
 				continue
 			}
-			return &ReflectorError{Name: r.opts.Name, Phase: "list", Err: err}
+			return "", &ReflectorError{Name: r.opts.Name, Phase: "list", Err: err}
 		}
 		n += len(page.Items)
 		if pieces {
 			if err := sw.replaceItems(page.Items); err != nil {
-				return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+				return "", fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 			}
 		} else {
 			items = append(items, page.Items...)
@@ -531,15 +630,15 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 		err = r.store.Replace(items)
 	}
 	if err != nil {
-		return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+		return "", fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 	}
 	r.mu.Lock()
-	r.rv, r.synced, r.lastErr, r.filled = rv, true, nil, true
+	r.rv, r.synced, r.lastErr = rv, true, nil
 	r.stats.Lists++
 	r.servedLocked()
 	r.mu.Unlock()
 	r.log.Debug("listed", "objects", n, "resourceVersion", rv)
-	return nil
+	return rv, nil
 }
 
 // streamWriter is a [Writer] that takes a full list in pieces, so that
@@ -564,9 +663,10 @@ func (r *Reflector[T]) watchTimeout() *int64 {
 }
 
 // streamingList fills the store from the initial events of a watch with
-// sendInitialEvents=true, then keeps applying that watch's events. It
-// returns errNoStreaming (wrapped) if the server refuses.
-func (r *Reflector[T]) streamingList(ctx context.Context) error {
+// sendInitialEvents=true, and returns that watch, still open, with the
+// resourceVersion its initial events ended at. It returns errNoStreaming
+// (wrapped) if the server refuses.
+func (r *Reflector[T]) streamingList(ctx context.Context) (Watch[T], string, error) {
 	send := true
 	r.countWatch()
 	w, err := r.lw.Watch(ctx, metav1.ListOptions{
@@ -577,14 +677,30 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 	})
 	if err != nil {
 		if apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsMethodNotSupported(err) {
-			r.mu.Lock()
-			r.noStream = true
-			r.mu.Unlock()
-			return fmt.Errorf("%w: %w", errNoStreaming, err)
+			return nil, "", r.refuseStreaming(err)
 		}
-		return &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
+		return nil, "", &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
 	}
-	defer w.Stop()
+	rv, err := r.initialEvents(w)
+	if err != nil {
+		w.Stop()
+		return nil, "", err
+	}
+	return w, rv, nil
+}
+
+// refuseStreaming records that the server refused a streaming list, with
+// err: the reflector uses paginated lists from now on.
+func (r *Reflector[T]) refuseStreaming(err error) error {
+	r.mu.Lock()
+	r.noStream = true
+	r.mu.Unlock()
+	return fmt.Errorf("%w: %w", errNoStreaming, err)
+}
+
+// initialEvents fills the store from the initial events of a streaming
+// list's watch, and returns the resourceVersion they ended at.
+func (r *Reflector[T]) initialEvents(w Watch[T]) (string, error) {
 	sw, pieces := r.store.(streamWriter[T])
 	if pieces {
 		sw.beginReplace()
@@ -594,13 +710,10 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 	for {
 		ev, err := w.Next()
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF // the stream ended before the initial events did
 			}
-			return &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
+			return "", &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
 		}
 		switch ev.Type {
 		case watch.Added, watch.Modified:
@@ -608,7 +721,7 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 			n++
 			if pieces && len(items) == streamBatch {
 				if err := sw.replaceItems(items); err != nil {
-					return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+					return "", fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 				}
 				items = make([]T, 0, streamBatch)
 			}
@@ -620,12 +733,9 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 		case watch.Error:
 			err := ev.Err()
 			if apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) {
-				r.mu.Lock()
-				r.noStream = true
-				r.mu.Unlock()
-				return fmt.Errorf("%w: %w", errNoStreaming, err)
+				return "", r.refuseStreaming(err)
 			}
-			return &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
+			return "", &ReflectorError{Name: r.opts.Name, Phase: "streaming list", Err: err}
 		default:
 			continue
 		}
@@ -639,16 +749,17 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 			err = r.store.Replace(items)
 		}
 		if err != nil {
-			return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
+			return "", fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, err)
 		}
+		rv := ev.Object.GetResourceVersion()
 		r.mu.Lock()
-		r.rv, r.synced, r.lastErr, r.progressed, r.filled = ev.Object.GetResourceVersion(), true, nil, true, true
+		r.rv, r.synced, r.lastErr = rv, true, nil
 		r.stats.Lists++
 		r.stats.StreamingLists++
 		r.servedLocked()
 		r.mu.Unlock()
-		r.log.Debug("streamed list", "objects", n, "resourceVersion", ev.Object.GetResourceVersion())
-		return r.apply(ctx, w)
+		r.log.Debug("streamed list", "objects", n, "resourceVersion", rv)
+		return rv, nil
 	}
 }
 
@@ -656,75 +767,22 @@ func (r *Reflector[T]) streamingList(ctx context.Context) error {
 // events, so that a server that keeps closing watches is not hammered.
 var errShortWatch = errors.New("watch closed at once with no events")
 
-// watch watches from the last resourceVersion and applies events until the
-// watch ends. nil means it ended cleanly (the server's timeout).
-func (r *Reflector[T]) watch(ctx context.Context) error {
-	start := r.clock.Now()
+// openWatch opens a watch from resourceVersion rv. It returns errRelist if
+// rv is gone.
+func (r *Reflector[T]) openWatch(ctx context.Context, rv string) (Watch[T], error) {
 	r.countWatch()
 	w, err := r.lw.Watch(ctx, metav1.ListOptions{
-		ResourceVersion:     r.LastSyncResourceVersion(),
+		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 		TimeoutSeconds:      r.watchTimeout(),
 	})
 	if err != nil {
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			return errRelist
+			return nil, errRelist
 		}
-		return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
+		return nil, &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
 	}
-	defer w.Stop()
-	err = r.apply(ctx, w)
-	if r.clock.Now().Sub(start) >= minProgress {
-		r.progressed = true
-	}
-	if err == nil && !r.progressed && ctx.Err() == nil {
-		return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: errShortWatch}
-	}
-	return err
-}
-
-// apply applies a watch's events to the store until the watch ends.
-func (r *Reflector[T]) apply(ctx context.Context, w Watch[T]) error {
-	for n := 0; ; n++ {
-		ev, err := w.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, io.EOF) {
-				return nil
-			}
-			return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
-		}
-		if n == 0 {
-			r.succeeded()
-		}
-		var serr error
-		switch ev.Type {
-		case watch.Added:
-			serr = r.store.Add(ev.Object)
-		case watch.Modified:
-			serr = r.store.Update(ev.Object)
-		case watch.Deleted:
-			serr = r.store.Delete(ev.Object)
-		case watch.Bookmark:
-		case watch.Error:
-			err := ev.Err()
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return errRelist
-			}
-			return &ReflectorError{Name: r.opts.Name, Phase: "watch", Err: err}
-		default:
-			continue
-		}
-		if serr != nil {
-			return fmt.Errorf("cache: reflector %s: %w: %w", r.opts.Name, errStore, serr)
-		}
-		if rv := ev.Object.GetResourceVersion(); rv != "" {
-			r.mu.Lock()
-			if rv != r.rv {
-				r.rv, r.progressed = rv, true
-			}
-			r.mu.Unlock()
-		}
-	}
+	return w, nil
 }
 
 func (r *Reflector[T]) countWatch() {
