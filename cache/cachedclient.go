@@ -206,104 +206,49 @@ func (c *CachedClient[T]) record(obj T) {
 
 // Create creates obj on the server.
 func (c *CachedClient[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
-	if c.err != nil {
-		var zero T
-		return zero, c.err
-	}
-	if err := c.notCached("create", obj); err != nil {
-		var zero T
-		return zero, err
-	}
-	if c.beforeWrite != nil {
-		if err := c.beforeWrite(ctx, obj); err != nil {
-			var zero T
-			return zero, err
-		}
-	}
-	out, err := c.live.Create(ctx, obj, opts)
-	if err == nil {
-		c.record(out)
-	}
-	return out, err
+	return c.write(ctx, "create", obj, true, func() (T, error) { return c.live.Create(ctx, obj, opts) })
 }
 
 // Update updates obj on the server.
 func (c *CachedClient[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	if c.err != nil {
-		var zero T
-		return zero, c.err
-	}
-	if err := c.notCached("update", obj); err != nil {
-		var zero T
-		return zero, err
-	}
-	if c.beforeWrite != nil {
-		if err := c.beforeWrite(ctx, obj); err != nil {
-			var zero T
-			return zero, err
-		}
-	}
-	out, err := c.live.Update(ctx, obj, opts)
-	if err == nil {
-		c.record(out)
-	}
-	return out, err
+	return c.write(ctx, "update", obj, true, func() (T, error) { return c.live.Update(ctx, obj, opts) })
 }
 
 // UpdateStatus updates obj's status on the server.
 func (c *CachedClient[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	if c.err != nil {
-		var zero T
-		return zero, c.err
-	}
-	if err := c.notCached("update status", obj); err != nil {
-		var zero T
-		return zero, err
-	}
-	out, err := c.live.UpdateStatus(ctx, obj, opts)
-	if err == nil {
-		c.record(out)
-	}
-	return out, err
+	return c.write(ctx, "update status", obj, false, func() (T, error) { return c.live.UpdateStatus(ctx, obj, opts) })
 }
 
 // Apply applies obj on the server with server-side apply (see
 // client.Client.Apply: only the fields obj sets are sent); later reads
 // see the result. Like Create, it passes obj to BeforeWrite first.
 func (c *CachedClient[T]) Apply(ctx context.Context, obj T, opts client.ApplyOptions) (T, error) {
-	if c.err != nil {
-		var zero T
-		return zero, c.err
-	}
-	if err := c.notCached("apply", obj); err != nil {
-		var zero T
-		return zero, err
-	}
-	if c.beforeWrite != nil {
-		if err := c.beforeWrite(ctx, obj); err != nil {
-			var zero T
-			return zero, err
-		}
-	}
-	out, err := c.live.Apply(ctx, obj, opts)
-	if err == nil {
-		c.record(out)
-	}
-	return out, err
+	return c.write(ctx, "apply", obj, true, func() (T, error) { return c.live.Apply(ctx, obj, opts) })
 }
 
 // ApplyStatus applies obj's status on the server with server-side apply;
 // later reads see the result.
 func (c *CachedClient[T]) ApplyStatus(ctx context.Context, obj T, opts client.ApplyOptions) (T, error) {
+	return c.write(ctx, "apply status", obj, false, func() (T, error) { return c.live.ApplyStatus(ctx, obj, opts) })
+}
+
+// write makes a write of obj through do, named op: it refuses the cached
+// object itself, passes obj to BeforeWrite first when before is set, and
+// records the result so that later reads wait for the cache to hold it.
+func (c *CachedClient[T]) write(ctx context.Context, op string, obj T, before bool, do func() (T, error)) (T, error) {
+	var zero T
 	if c.err != nil {
-		var zero T
 		return zero, c.err
 	}
-	if err := c.notCached("apply status", obj); err != nil {
-		var zero T
+	if err := c.notCached(op, obj); err != nil {
 		return zero, err
 	}
-	out, err := c.live.ApplyStatus(ctx, obj, opts)
+	if before && c.beforeWrite != nil {
+		if err := c.beforeWrite(ctx, obj); err != nil {
+			return zero, err
+		}
+	}
+	out, err := do()
 	if err == nil {
 		c.record(out)
 	}

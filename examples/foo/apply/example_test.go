@@ -11,10 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/loom-k8s/loom/client"
-	"github.com/loom-k8s/loom/config"
-	"github.com/loom-k8s/loom/crd"
 	samplev1 "github.com/loom-k8s/loom/examples/foo/api/v1alpha1"
-	fooconfig "github.com/loom-k8s/loom/examples/foo/config"
 	"github.com/loom-k8s/loom/manager"
 	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/testenv"
@@ -28,24 +25,17 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{})
+	env, err := testenv.Start(ctx, testenv.Options{CRDs: []string{"../config/crd"}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer env.Stop()
-	cfg, err := config.Load(config.LoadOptions{Path: env.KubeconfigPath})
+	cfg, err := env.Config()
 	if err != nil {
 		log.Fatal(err)
 	}
-	rc, err := rest.New(cfg, rest.Options{})
+	rc, err := env.REST(rest.Options{})
 	if err != nil {
-		log.Fatal(err)
-	}
-	crds, err := crd.Read(fooconfig.CRDs, "crd/*.yaml")
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := crd.Install(ctx, rc, crds, crd.Options{}); err != nil {
 		log.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
