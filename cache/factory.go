@@ -66,8 +66,19 @@ type FactoryOptions struct {
 	Client client.Options
 	// Namespace limits the informers of namespaced resources to one
 	// namespace, unless InformerForOptions.Namespace says otherwise.
-	// Default "": all namespaces.
+	// Default "": all namespaces (or Namespaces).
 	Namespace string
+	// Namespaces limits the informers of namespaced resources to these
+	// namespaces, unless InformerForOptions.Namespace says otherwise.
+	// Each namespace is listed and watched with requests of its own, so
+	// a role granted in these namespaces only is enough, and an informer
+	// holds the objects of all of them in one cache. [Factory.SetNamespaces]
+	// changes the set while the factory runs. An informer over several
+	// namespaces fills its cache with paginated lists, never a streaming
+	// list. An empty set that is not nil caches nothing until
+	// SetNamespaces adds to it. Default nil: Namespace decides. Set at
+	// most one of the two.
+	Namespaces []string
 	// Resync is every informer's [InformerOptions].ResyncPeriod: the
 	// resync period of handlers that do not choose their own. Default 0:
 	// none.
@@ -119,12 +130,13 @@ type Factory struct {
 	opts FactoryOptions
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	informers map[informerKey]*factoryEntry
-	runCtx    context.Context // while Start runs: new informers start at once
-	shutdown  bool
-	down      chan struct{}  // closed by Shutdown
-	wg        sync.WaitGroup // the informers' Start calls
+	mu         sync.Mutex
+	informers  map[informerKey]*factoryEntry
+	namespaces []string        // the current set, when opts.Namespaces is set
+	runCtx     context.Context // while Start runs: new informers start at once
+	shutdown   bool
+	down       chan struct{}  // closed by Shutdown
+	wg         sync.WaitGroup // the informers' Start calls
 }
 
 // informerKey is what tells a factory's informers apart.
@@ -166,6 +178,7 @@ func (k informerKey) String() string {
 
 type factoryEntry struct {
 	inf     Runner
+	spaces  namespaceSetter                 // the informer's namespaces, when the factory has a set
 	gk      schema.GroupKind                // the kind of its objects, if known
 	relist  func(ctx context.Context) error // the informer's Relist
 	narrow  func(ctx context.Context, keep func(client.Object) bool) error
@@ -183,7 +196,7 @@ func NewFactory(rc *rest.Client, opts FactoryOptions) *Factory {
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts.Reflector.Name = ""
-	return &Factory{rc: rc, opts: opts, log: log, informers: map[informerKey]*factoryEntry{}, down: make(chan struct{})}
+	return &Factory{rc: rc, opts: opts, log: log, informers: map[informerKey]*factoryEntry{}, down: make(chan struct{}), namespaces: sortedSet(opts.Namespaces)}
 }
 
 // ClientOptions returns the client options the factory's informers use
@@ -226,6 +239,10 @@ func InformerFor[E any, T interface {
 		return nil, fmt.Errorf("cache: InformerFor: %w", err)
 	}
 	lwo := ListWatchOptions{Namespace: cmp.Or(opts.Namespace, f.opts.Namespace), LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector}
+	spaces := f.opts.Namespaces != nil && opts.Namespace == ""
+	if spaces {
+		lwo.Namespace = namespaceSet
+	}
 	if f.opts.TweakListOptions != nil {
 		f.opts.TweakListOptions(&lwo)
 	}
@@ -275,11 +292,17 @@ func InformerFor[E any, T interface {
 			return t, nil
 		}
 	}
-	inf := NewInformer(ListWatch(c, lwo), InformerOptions[T]{
+	lw, ro := ListWatch(c, lwo), f.opts.Reflector
+	var nlw *namespacesLW[T]
+	if spaces {
+		nlw = newNamespacesLW(c, lwo, f.namespaces)
+		lw, ro.Streaming = nlw, StreamingOff
+	}
+	inf := NewInformer(lw, InformerOptions[T]{
 		Name:              name.String(),
 		Logger:            f.log,
 		ResyncPeriod:      f.opts.Resync,
-		Reflector:         f.opts.Reflector,
+		Reflector:         ro,
 		DetectMutations:   f.opts.DetectMutations,
 		Transform:         transform,
 		Sharing:           f.opts.Sharing,
@@ -289,6 +312,18 @@ func InformerFor[E any, T interface {
 		narrow: func(ctx context.Context, keep func(client.Object) bool) error {
 			return inf.Narrow(ctx, func(o T) bool { return keep(o) })
 		}}
+	if nlw != nil {
+		e.spaces = namespaceSetterFunc(func(ctx context.Context, namespaces []string, running bool) error {
+			if _, removed := nlw.set(namespaces); len(removed) > 0 && running {
+				err := inf.Narrow(ctx, func(o T) bool { return !slices.Contains(removed, o.GetNamespace()) })
+				if errors.Is(err, ErrStopped) {
+					return nil // stopped since: nothing cached to let go
+				}
+				return err
+			}
+			return nil
+		})
+	}
 	f.informers[key] = e
 	if f.runCtx != nil {
 		f.startLocked(e)
@@ -423,6 +458,71 @@ func (f *Factory) Narrow(ctx context.Context, keep func(client.Object) bool, gks
 	return f.follow(ctx, func(e *factoryEntry) func(context.Context) error {
 		return func(ctx context.Context) error { return e.narrow(ctx, keep) }
 	}, gks)
+}
+
+// namespaceSet stands for a factory's set of namespaces in the names and
+// keys of its informers.
+const namespaceSet = "(namespaces)"
+
+// namespaceSetter changes the namespaces of an informer over a set.
+// An informer not running yet only takes the new set: its first list
+// lists it.
+type namespaceSetter interface {
+	setNamespaces(ctx context.Context, namespaces []string, running bool) error
+}
+
+type namespaceSetterFunc func(ctx context.Context, namespaces []string, running bool) error
+
+func (f namespaceSetterFunc) setNamespaces(ctx context.Context, namespaces []string, running bool) error {
+	return f(ctx, namespaces, running)
+}
+
+// ErrNoNamespaceSet is returned by [Factory.SetNamespaces] for a factory
+// made without FactoryOptions.Namespaces.
+var ErrNoNamespaceSet = errors.New("the factory was made without a set of namespaces (FactoryOptions.Namespaces)")
+
+// SetNamespaces makes namespaces the set that the factory's informers
+// over its namespaces cache (see FactoryOptions.Namespaces), while they
+// run. Each informer lists an added namespace once, and its objects reach
+// the cache and the handlers as additions; it lets a removed namespace's
+// objects go, as deletions, without listing any namespace again. The
+// other namespaces are not listed again. SetNamespaces returns once every
+// running informer has let the removed namespaces go; the added ones are
+// being listed then (wait for their objects with the informers' readers
+// or handlers). It fails with [ErrNoNamespaceSet] when the factory has no
+// set, and with ctx's error if ctx ends first.
+func (f *Factory) SetNamespaces(ctx context.Context, namespaces ...string) error {
+	f.mu.Lock()
+	if f.opts.Namespaces == nil {
+		f.mu.Unlock()
+		return fmt.Errorf("cache: SetNamespaces: %w", ErrNoNamespaceSet)
+	}
+	f.namespaces = sortedSet(namespaces)
+	var entries []*factoryEntry
+	var running []bool
+	for _, e := range f.informers {
+		if e.spaces != nil {
+			entries, running = append(entries, e), append(running, e.started)
+		}
+	}
+	next := f.namespaces
+	f.mu.Unlock()
+	errs := make([]error, len(entries))
+	var wg sync.WaitGroup
+	for n, e := range entries {
+		wg.Go(func() { errs[n] = e.spaces.setNamespaces(ctx, next, running[n]) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Namespaces returns the factory's set of namespaces (see
+// FactoryOptions.Namespaces and [Factory.SetNamespaces]), sorted; nil
+// for a factory without one.
+func (f *Factory) Namespaces() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.namespaces)
 }
 
 // follow runs, at once, what op returns for each running informer of the

@@ -78,8 +78,15 @@ type Options struct {
 	// ~/.kube/config), falling back to the in-cluster service account.
 	Config *config.Config
 	// Namespace limits the shared informers to one namespace. Default "":
-	// all namespaces.
+	// all namespaces (or Namespaces).
 	Namespace string
+	// Namespaces limits the shared informers of namespaced resources to
+	// these namespaces, each listed and watched with requests of its own,
+	// so that the operator runs with roles granted in those namespaces
+	// only (cache.FactoryOptions.Namespaces). [Manager.SetNamespaces]
+	// changes the set while the manager runs. Default nil: Namespace
+	// decides. Set at most one of the two.
+	Namespaces []string
 	// Scheme names custom types (for clients, informers, owner references
 	// and events). Nil means built-in types only.
 	Scheme *runtime.Scheme
@@ -227,7 +234,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	fopts := cache.FactoryOptions{
 		Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper, FieldOwner: opts.FieldOwner},
-		Namespace: opts.Namespace, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
+		Namespace: opts.Namespace, Namespaces: opts.Namespaces, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
 	}
 	var sh *sharded
 	if opts.Sharding.Ring != "" {
@@ -287,6 +294,17 @@ func restConfig(opts Options) (config.Config, error) {
 		return *opts.Config, nil
 	}
 	return config.Load(config.LoadOptions{InClusterFallback: true})
+}
+
+// SetNamespaces changes the namespaces the manager's informers cache
+// (Options.Namespaces) while it runs: an added namespace is listed once
+// per informer, and a removed one's objects leave the caches, as
+// deletions, without a list of the others (see
+// cache.Factory.SetNamespaces). Controllers hear of both through their
+// handlers. It fails with cache.ErrNoNamespaceSet for a manager made
+// without Options.Namespaces.
+func (m *Manager) SetNamespaces(ctx context.Context, namespaces ...string) error {
+	return m.factory.SetNamespaces(ctx, namespaces...)
 }
 
 // ClientOptions returns the client options for this manager's types: its
