@@ -412,7 +412,9 @@ func (i *Informer[T]) Narrow(ctx context.Context, keep func(T) bool) error {
 //   - otherwise the reflector's last list or watch error (a
 //     [*ReflectorError] wrapping the API error, so that
 //     apierrors.IsForbidden and friends work), or nil once a list or
-//     watch has succeeded after it.
+//     watch has succeeded after it; for an informer over a set of
+//     namespaces (FactoryOptions.Namespaces), also why the list of a
+//     namespace added while it runs keeps failing.
 func (i *Informer[T]) LastError() error {
 	i.mu.Lock()
 	stopped, err := i.state == stateStopped, i.exitErr
@@ -423,7 +425,13 @@ func (i *Informer[T]) LastError() error {
 		}
 		return fmt.Errorf("cache: informer %s: %w: %w", i.name, ErrStopped, err)
 	}
-	return i.refl.LastError()
+	err = i.refl.LastError()
+	if l, ok := i.lw.(interface{ lastError() error }); ok {
+		if nerr := l.lastError(); nerr != nil {
+			err = errors.Join(err, fmt.Errorf("cache: informer %s: %w", i.name, nerr))
+		}
+	}
+	return err
 }
 
 // Start runs the informer until ctx ends: the reflector, the goroutine

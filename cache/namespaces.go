@@ -2,12 +2,14 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,15 +41,46 @@ import (
 type namespacesLW[T client.Object] struct {
 	base clientLW[T] // the client and selectors; its Namespace is not used
 
-	mu  sync.Mutex
-	ns  []string          // the namespaces, sorted
-	rv  map[string]string // per namespace, the resourceVersion to resume from; "" until listed
-	cur *mergedWatch[T]   // the open watch, if any
+	mu   sync.Mutex
+	ns   []string          // the namespaces, sorted
+	rv   map[string]string // per namespace, the resourceVersion to resume from; "" until listed
+	cur  *mergedWatch[T]   // the open watch, if any
+	errs map[string]error  // per namespace added while running, why its list failed last
+}
+
+// namespaceRetry bounds the waits between the lists of a namespace added
+// while the informer runs whose list fails (a role not granted yet, say):
+// it is tried again, with waits that double up to the second bound,
+// while the other namespaces' events keep coming.
+var namespaceRetry = [2]time.Duration{time.Second, 30 * time.Second}
+
+// lastError returns why the lists of namespaces added while running
+// fail, or nil when none does.
+func (l *namespacesLW[T]) lastError() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for _, ns := range l.ns {
+		if err := l.errs[ns]; err != nil {
+			errs = append(errs, fmt.Errorf("namespace %s: %w", ns, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (l *namespacesLW[T]) setErr(ns string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		delete(l.errs, ns)
+		return
+	}
+	l.errs[ns] = err
 }
 
 func newNamespacesLW[T client.Object](c *client.Client[T], opts ListWatchOptions, namespaces []string) *namespacesLW[T] {
 	opts.Namespace = ""
-	l := &namespacesLW[T]{base: clientLW[T]{c: c, opts: opts}, rv: map[string]string{}}
+	l := &namespacesLW[T]{base: clientLW[T]{c: c, opts: opts}, rv: map[string]string{}, errs: map[string]error{}}
 	l.ns = sortedSet(namespaces)
 	return l
 }
@@ -198,6 +231,7 @@ func (l *namespacesLW[T]) set(namespaces []string) (added, removed []string) {
 		if _, found := slices.BinarySearch(next, ns); !found {
 			removed = append(removed, ns)
 			delete(l.rv, ns)
+			delete(l.errs, ns)
 		}
 	}
 	l.ns = next
@@ -261,10 +295,26 @@ func (m *mergedWatch[T]) run(ns string, w Watch[T], list bool) {
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
-		if w == nil {
+		// A namespace to list is tried until it lists: its failure
+		// (such as a role not granted yet) is kept for LastError, and
+		// does not hold up the other namespaces' events. The end of its
+		// list may already be delivered when opening its watch fails:
+		// that ends the merged watch, as any watch failure does.
+		for wait := namespaceRetry[0]; w == nil; wait = min(2*wait, namespaceRetry[1]) {
 			var err error
-			if w, err = m.listThenWatch(ctx, ns, p); err != nil {
+			var listed bool
+			if w, listed, err = m.listThenWatch(ctx, ns, p); err == nil {
+				m.lw.setErr(ns, nil)
+				break
+			}
+			if listed || ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				m.send(ctx, nsEvent[T]{ns: ns, part: p, err: err})
+				return
+			}
+			m.lw.setErr(ns, err)
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
 				return
 			}
 		}
@@ -284,20 +334,22 @@ func (m *mergedWatch[T]) run(ns string, w Watch[T], list bool) {
 
 // listThenWatch lists ns, hands its objects on as ADDED events and the
 // end of the list, then opens ns's watch from the list's resourceVersion.
-func (m *mergedWatch[T]) listThenWatch(ctx context.Context, ns string, p *watchPart) (Watch[T], error) {
+// listed says whether the list was delivered.
+func (m *mergedWatch[T]) listThenWatch(ctx context.Context, ns string, p *watchPart) (_ Watch[T], listed bool, _ error) {
 	list, err := m.lw.base.c.Namespace(ns).ListAll(ctx, m.lw.base.with(metav1.ListOptions{}))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, obj := range list.Items {
 		if !m.send(ctx, nsEvent[T]{ns: ns, part: p, ev: rest.Event[T]{Type: watch.Added, Object: obj}}) {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 	}
 	if !m.send(ctx, nsEvent[T]{ns: ns, part: p, listed: list.ResourceVersion}) {
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
-	return m.lw.watchOne(ctx, ns, list.ResourceVersion, m.opts)
+	w, err := m.lw.watchOne(ctx, ns, list.ResourceVersion, m.opts)
+	return w, true, err
 }
 
 // send hands e to Next, unless ctx ends first.

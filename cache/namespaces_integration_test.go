@@ -192,6 +192,10 @@ func TestFactoryNamespacesWithNamespacedRBAC(t *testing.T) {
 	if got := namespacesOf(inf, "cm"); !slices.Equal(got, []string{"ns-b", "ns-c"}) {
 		t.Errorf("with ns-secret denied, cached in %v; want ns-b and ns-c", got)
 	}
+	// The denied namespace is tried again in the background; the others'
+	// events keep coming.
+	create("ns-c", "while-denied")
+	wait("a ConfigMap made in ns-c while ns-secret is denied", func() bool { return slices.Equal(namespacesOf(inf, "while-denied"), []string{"ns-c"}) })
 	if err := f.SetNamespaces(ctx); err != nil {
 		t.Fatal(err)
 	}
