@@ -176,6 +176,13 @@
 // stops one (a custom resource whose definition was deleted) and
 // [Factory.Shutdown] stops all and waits for their goroutines.
 //
+// A factory caches all namespaces, one (FactoryOptions.Namespace) or a
+// set (FactoryOptions.Namespaces). Over a set, each informer lists and
+// watches every namespace with requests of its own, so roles granted in
+// those namespaces suffice, and keeps them in one cache;
+// [Factory.SetNamespaces] changes the set while it runs, listing only
+// the namespaces added.
+//
 // # Reading the cache
 //
 // Reconcilers read through client.Reader (and client.IndexedReader for
