@@ -62,11 +62,13 @@ type TLS struct {
 	// (and sent as SNI). Empty means the host of Config.Host.
 	ServerName string
 	// CAFile and CAData hold PEM CA certificates that verify the server.
-	// If both are empty, the system roots are used.
+	// If both are empty, the system roots are used. Package rest reads
+	// CAFile again when it changes (rest.TLSReloadOptions).
 	CAFile string
 	CAData []byte
 	// CertFile/CertData and KeyFile/KeyData hold a PEM client certificate
-	// and its private key.
+	// and its private key. Package rest reads CertFile and KeyFile again
+	// when they change, and uses a new pair once both parse and match.
 	CertFile string
 	CertData []byte
 	KeyFile  string

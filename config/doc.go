@@ -46,6 +46,10 @@
 // names the exec plugin that replaced them. The file docs/kubeconfig.md in
 // the repository compares every kubeconfig field with kubectl.
 //
+// Files named in a kubeconfig or by [InCluster] stay file names in the
+// [Config]: package rest reads them, and reads the token file, the CA and
+// the client certificate and key again when they are rotated.
+//
 // Package rest runs exec plugins (with the user's terminal when it is
 // offered one and the plugin's interactiveMode allows) and refreshes OIDC
 // id-tokens, writing the new tokens back to the file the user came from

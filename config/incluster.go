@@ -26,7 +26,9 @@ type InClusterOptions struct {
 // server from KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (always
 // https), the CA from ca.crt, the namespace from the namespace file (or
 // "default"), and the token as Auth.BearerTokenFile so that package rest
-// re-reads it as the kubelet rotates it.
+// re-reads it as the kubelet rotates it. The CA is TLS.CAFile, which
+// package rest reads again when it changes, as when the cluster's CA
+// bundle is rotated.
 //
 // Outside a cluster it returns an error wrapping [ErrNotInCluster]. A
 // missing token or CA file is a [*Error] naming the file.

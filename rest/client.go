@@ -42,6 +42,12 @@ type Options struct {
 	// Exec configures exec credential plugins: whether they may use the
 	// user's terminal. The zero value offers none.
 	Exec ExecOptions
+	// TLSReload configures how the CA, client certificate and key files
+	// named by the Config are followed as they change (see "Rotated
+	// certificate files" in the package documentation). The zero value
+	// checks them at most once a minute. It has no effect when Transport
+	// is set.
+	TLSReload TLSReloadOptions
 	// Tracing, when its Provider is set, makes a client span per attempt
 	// and sends its traceparent header; with Annotate, the typed clients
 	// built on this Client stamp the objects they write (see package
@@ -57,7 +63,7 @@ type Options struct {
 type Client struct {
 	base        *url.URL
 	hc          *http.Client
-	transport   *http.Transport // nil when Options.Transport was given
+	transport   *transport // nil when Options.Transport was given
 	contentType ContentType
 	logger      *slog.Logger
 	observer    Observer
@@ -79,7 +85,8 @@ func DefaultUserAgent() string {
 
 // New returns a Client for cfg. It reads the TLS files named in cfg (a
 // missing or bad file is a [*config.Error] naming it) but does not contact
-// the server.
+// the server. The Client reads those files again when they change (see
+// "Rotated certificate files" in the package documentation).
 //
 // TLS verification is on unless cfg.TLS.Insecure is set. The transport
 // speaks HTTP/2 where the server offers it, with keep-alives and
@@ -140,17 +147,21 @@ func New(cfg config.Config, opts Options) (*Client, error) {
 	}
 	base2 := opts.Transport
 	if base2 == nil {
-		t, err := newHTTPTransport(cfg, base.Hostname(), exec)
+		t, err := newTransport(cfg, base.Hostname(), exec, opts.TLSReload, c.clock, c.logger)
 		if err != nil {
 			return nil, err
 		}
 		c.transport = t
 		base2 = t
 		if exec != nil {
-			exec.onCertRotate = t.CloseIdleConnections
+			exec.onCertRotate = t.renew
 		}
 	}
-	base2 = &logTransport{next: lastCheck{next: base2}, logger: c.logger}
+	base2 = lastCheck{next: base2}
+	if c.transport != nil {
+		base2 = filesCheck{check: c.transport.checkFiles, next: base2}
+	}
+	base2 = &logTransport{next: base2, logger: c.logger}
 	c.auth, err = newAuthTransport(cfg, base2, exec, oidc, opts.TokenFileRefresh, c.clock, c.logger)
 	if err != nil {
 		return nil, err
@@ -185,7 +196,8 @@ func (c *Client) ContentType() ContentType { return c.contentType }
 // limiting, logging and observation are not applied to it.
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
-// CloseIdleConnections closes idle connections in the pool.
+// CloseIdleConnections closes idle connections in the pool, and in the
+// pools that rotated certificate files made the Client replace.
 func (c *Client) CloseIdleConnections() {
 	// c.hc's Transport is a chain of wrappers that do not pass the call
 	// on, so close the pool itself.

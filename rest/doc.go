@@ -37,6 +37,43 @@
 // credential plugin cached until its expiry or a 401, or an OIDC id-token
 // refreshed at the issuer), impersonation headers and the user agent.
 //
+// # Rotated certificate files
+//
+// When the Config names files for the CA (certificate-authority, or the
+// ca.crt of an in-cluster configuration) or for the client certificate and
+// key (client-certificate, client-key), a Client follows them as they are
+// rotated, so a long-running program keeps working when cert-manager, the
+// kubelet or an administrator replaces them. Before a request is sent, at
+// most once per [TLSReloadOptions.Interval] (a minute by default), the
+// files are stat'ed; a file whose size, modification time or identity
+// changed (new contents, or a new file renamed or linked over it) is read
+// again. After a TLS verification failure or a 401 the files are looked
+// at again within a second.
+//
+// New material goes into a new connection pool, and requests from then on
+// use new connections: their handshakes present the new client
+// certificate and verify the server against the new CA, with crypto/tls's
+// usual checks of the chain and the server name. Requests and watches in
+// flight are not interrupted: they finish on the connections they have,
+// made with the old material, and those connections close once idle. A
+// pool is replaced only when the contents changed, not on every stat
+// change.
+//
+// A file that cannot be read, holds no certificate or key, or a
+// certificate and key that do not go together (the certificate written,
+// its key not yet) is not used: the Client keeps the last good CA or pair,
+// logs an error that names the files to [Options.Logger], and reads the
+// files again at the next check. A missing or bad file when [New] is
+// called is still a [*config.Error].
+//
+// Inline data (certificate-authority-data, client-certificate-data,
+// client-key-data) never changes. Not reloaded either: the CA of the oidc
+// auth provider's issuer (idp-certificate-authority), the server address,
+// tls-server-name, proxy-url and insecure-skip-tls-verify (load a new
+// Config and make a new Client for those), and anything when
+// [Options.Transport] replaces the transport. Set
+// [TLSReloadOptions.Disabled] to read the files only once, in [New].
+//
 // # Credentials that are fetched
 //
 // An exec credential plugin runs once for all the requests that need a
@@ -44,7 +81,9 @@
 // run that no request waits for any more is stopped. Plugins whose
 // interactiveMode is IfAvailable or Always may prompt the user when
 // [ExecOptions.Stdin] is a terminal (command-line programs pass os.Stdin);
-// otherwise Always plugins fail with [ErrExecNeedsTerminal].
+// otherwise Always plugins fail with [ErrExecNeedsTerminal]. When a
+// plugin returns a client certificate other than the one in use, requests
+// from then on use new connections, as with rotated certificate files.
 //
 // The oidc auth provider sends the id-token while its exp claim is more
 // than ten seconds away. When it is not, or the server answered 401 to it,

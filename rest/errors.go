@@ -107,16 +107,22 @@ func (e *TLSVerificationError) Unwrap() error { return e.Err }
 // classifyTLS wraps certificate verification failures in a
 // TLSVerificationError; other errors are returned unchanged.
 func classifyTLS(host string, err error) error {
+	if isTLSVerification(err) {
+		return &TLSVerificationError{Host: host, Err: err}
+	}
+	return err
+}
+
+// isTLSVerification reports whether err is a certificate verification
+// failure.
+func isTLSVerification(err error) bool {
 	var (
 		cve *tls.CertificateVerificationError
 		ua  x509.UnknownAuthorityError
 		ci  x509.CertificateInvalidError
 		he  x509.HostnameError
 	)
-	if errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &ci) || errors.As(err, &he) {
-		return &TLSVerificationError{Host: host, Err: err}
-	}
-	return err
+	return errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &ci) || errors.As(err, &he)
 }
 
 // DecodeError reports an undecodable watch frame, or an undecodable part
