@@ -279,7 +279,10 @@ func InformerFor[E any, T interface {
 		return e.inf.(*Informer[T]), nil
 	}
 	var transform func(T) (T, error)
-	if tf := f.opts.Transform; tf != nil {
+	stripOnly := stripsOnly(f.opts.Transform)
+	if stripOnly {
+		transform = StripManagedFields[T] // sharing stays on (see newInformer)
+	} else if tf := f.opts.Transform; tf != nil {
 		transform = func(obj T) (T, error) {
 			out, err := tf(obj)
 			if err != nil {
@@ -298,7 +301,7 @@ func InformerFor[E any, T interface {
 		nlw = newNamespacesLW(c, lwo, f.namespaces)
 		lw, ro.Streaming = nlw, StreamingOff
 	}
-	inf := NewInformer(lw, InformerOptions[T]{
+	inf := newInformer(lw, InformerOptions[T]{
 		Name:              name.String(),
 		Logger:            f.log,
 		ResyncPeriod:      f.opts.Resync,
@@ -307,7 +310,7 @@ func InformerFor[E any, T interface {
 		Transform:         transform,
 		Sharing:           f.opts.Sharing,
 		DropManagedFields: f.opts.DropManagedFields,
-	})
+	}, stripOnly)
 	e := &factoryEntry{inf: inf, gk: gk, relist: inf.Relist, stats: inf.Stats,
 		narrow: func(ctx context.Context, keep func(client.Object) bool) error {
 			return inf.Narrow(ctx, func(o T) bool { return keep(o) })

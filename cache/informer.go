@@ -8,7 +8,9 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,6 +219,12 @@ const (
 // NewInformer returns an informer that fills its cache from lw. It does
 // nothing until Start.
 func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) *Informer[T] {
+	return newInformer(lw, opts, stripsOnly(opts.Transform))
+}
+
+// newInformer is NewInformer, told whether the Transform only strips
+// managed fields (see StripManagedFields).
+func newInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T], stripOnly bool) *Informer[T] {
 	if opts.Name == "" {
 		opts.Name = reflect.TypeFor[T]().String()
 	}
@@ -236,7 +244,7 @@ func NewInformer[T client.Object](lw ListerWatcher[T], opts InformerOptions[T]) 
 		store:          NewStore(StoreOptions[T]{Indexers: opts.Indexers}),
 		mutationPeriod: opts.MutationCheckPeriod,
 		onMutation:     opts.OnMutation,
-		decode:         decodeOptions(opts.Sharing, opts.Transform != nil, opts.DropManagedFields),
+		decode:         decodeOptions(opts.Sharing, opts.Transform != nil && !stripOnly, opts.DropManagedFields || stripOnly),
 	}
 	i.lookup, i.previous = i.cachedItem, i.previousVersion
 	i.decode.Cached = i.cacheLookup
@@ -820,7 +828,29 @@ func (i *Informer[T]) transformed(obj T) (T, error) {
 // can be a large part of an object's size. It changes obj in place and
 // returns it: an informer's Transform is given objects fresh from the
 // decoder, which nobody else holds. It never fails.
+//
+// An informer (or a factory) given StripManagedFields as its Transform
+// knows what it does: it keeps ShareAuto at ShareAll, as with no
+// Transform, and its decoders skip managed fields as with
+// DropManagedFields, so this familiar way costs no more than that one.
 func StripManagedFields[T client.Object](obj T) (T, error) {
 	obj.SetManagedFields(nil)
 	return obj, nil
+}
+
+// stripManagedFieldsName is the name the runtime gives every
+// instantiation of StripManagedFields.
+var stripManagedFieldsName = reflect.TypeFor[Store[int]]().PkgPath() + ".StripManagedFields["
+
+// stripsOnly reports whether fn is StripManagedFields, which changes
+// nothing a cached object shares with another: it only sets the object's
+// own managedFields field. Functions cannot be compared in Go, but the
+// runtime names each instantiation of a generic function after it.
+func stripsOnly(fn any) bool {
+	v := reflect.ValueOf(fn)
+	if !v.IsValid() || v.Kind() != reflect.Func || v.IsNil() {
+		return false
+	}
+	f := runtime.FuncForPC(v.Pointer())
+	return f != nil && strings.HasPrefix(f.Name(), stripManagedFieldsName)
 }

@@ -72,9 +72,15 @@ func loomFor[E any, T interface {
 		opts.Reflector.Streaming = cache.StreamingAuto
 	}
 	if o.strip {
-		// Loom's way: managedFields are skipped while decoding, on
-		// either wire.
-		opts.DropManagedFields = true
+		if o.stripTransform && opts.Transform == nil {
+			// The familiar way, from client-go: a Transform. The
+			// informer knows this one and keeps sharing on.
+			opts.Transform = cache.StripManagedFields[T]
+		} else {
+			// Loom's way: managedFields are skipped while decoding, on
+			// either wire.
+			opts.DropManagedFields = true
+		}
 	}
 	if o.noShare {
 		opts.Sharing = cache.ShareOff

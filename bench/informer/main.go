@@ -60,7 +60,8 @@ func main() {
 		tmpls      = flag.Int("templates", 50, "with -record: number of workloads the Pods are replicas of")
 		corpusDir  = flag.String("corpus", "", "recorded corpus to replay")
 		impl       = flag.String("impl", "loom", "loom or client-go")
-		strip      = flag.Bool("strip", false, "strip managedFields with a transform")
+		strip      = flag.Bool("strip", false, "strip managedFields (client-go: a Transform; Loom: DropManagedFields, or with -strip-transform a Transform)")
+		stripTf    = flag.Bool("strip-transform", false, "Loom: with -strip, use Transform: cache.StripManagedFields rather than DropManagedFields")
 		watchList  = flag.Bool("watchlist", false, "serve and use streaming lists (WatchList); else paginated lists")
 		jsonWire   = flag.Bool("json", false, "use JSON instead of protobuf")
 		memprofile = flag.String("memprofile", "", "write an inuse heap profile after sync to this file, and one after the relist to this file with .relisted added")
@@ -94,7 +95,7 @@ func main() {
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096 // fine enough to tell small allocations apart
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic, holdEvents: *holdEvents})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, stripTransform: *stripTf, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic, holdEvents: *holdEvents})
 	if err != nil {
 		fatal(err)
 	}
@@ -110,6 +111,7 @@ type runOptions struct {
 	corpus           string
 	impl             string
 	strip, watchList bool
+	stripTransform   bool
 	json             bool
 	memprofile       string
 	relist           bool
