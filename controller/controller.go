@@ -231,9 +231,20 @@ func (c *Controller[T]) Name() string { return c.name }
 // Informer returns the informer of the reconciled objects.
 func (c *Controller[T]) Informer() *cache.Informer[T] { return c.primary }
 
-// Enqueue adds a key to the queue, as sources do. Keys enqueued several
-// times before a worker takes them are reconciled once.
+// Enqueue adds a key to the queue at workqueue.PriorityNormal, as sources
+// do for a change. Keys enqueued several times before a worker takes
+// them are reconciled once.
 func (c *Controller[T]) Enqueue(req Request) { c.queue.Add(req) }
+
+// EnqueueWithPriority adds a key to the queue at priority prio: keys of
+// higher priority are reconciled first, those of one priority in the
+// order they were queued. Sources queue the objects of an informer's
+// initial list and of resyncs at workqueue.PriorityLow and changes at
+// workqueue.PriorityNormal. A key that is queued already keeps the higher
+// of its priority and prio.
+func (c *Controller[T]) EnqueueWithPriority(req Request, prio int) {
+	c.queue.AddWithPriority(req, prio)
+}
 
 // Filter drops the changes of the reconciled objects that do not pass
 // every one of preds (a change of an owned or watched object is filtered
@@ -345,11 +356,11 @@ func (c *Controller[T]) next(ctx context.Context) bool {
 		requeued = false
 	case err != nil:
 		outcome = "error"
-		c.queue.AddRateLimited(req)
+		c.queue.AddRateLimitedWithPriority(req, res.Priority)
 	case res.RequeueAfter > 0:
 		outcome = "requeue_after"
 		c.queue.Forget(req)
-		c.queue.AddAfter(req, res.RequeueAfter)
+		c.queue.AddAfterWithPriority(req, res.RequeueAfter, res.Priority)
 	default:
 		c.queue.Forget(req)
 		requeued = false

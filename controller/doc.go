@@ -21,9 +21,11 @@
 //
 //   - nil error and a zero Result: done; the key's failure count is reset.
 //   - Result.RequeueAfter > 0: reconcile again after that long (a timer,
-//     not polling): for work that is due later, such as a schedule.
+//     not polling), at Result.Priority: for work that is due later, such
+//     as a schedule.
 //   - an error: reconcile again after a delay from the rate limiter
-//     (per-key exponential backoff, capped by an overall token bucket).
+//     (per-key exponential backoff, capped by an overall token bucket),
+//     at Result.Priority.
 //     Conflicts (409) are normal: the next attempt reads fresh state.
 //   - a [TerminalError]: logged and counted, not retried; the key waits
 //     for its next change.
@@ -32,6 +34,19 @@
 //
 // The same key is never reconciled by two workers at once; different keys
 // run in parallel on Options.Workers workers.
+//
+// # Priorities
+//
+// The work queue hands out keys by priority (see package workqueue),
+// then in the order they were queued. Keys that come from an informer's
+// initial list, or from a periodic resync, go in at
+// workqueue.PriorityLow; keys of changes seen later at
+// workqueue.PriorityNormal. So a controller that starts with thousands
+// of objects to go through still reconciles an object changed meanwhile
+// as soon as a worker is free, instead of after the whole backlog. A key
+// queued again keeps the higher of its priorities. Result.Priority
+// chooses the priority of a requeue or a retry (zero is normal), and
+// [Controller.EnqueueWithPriority] that of a key queued by hand.
 //
 // # Sources
 //

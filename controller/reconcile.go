@@ -25,6 +25,16 @@ type Result struct {
 	// RequeueAfter, when positive, reconciles the key again after this
 	// long.
 	RequeueAfter time.Duration
+	// Priority is the work queue priority of the key's next reconcile
+	// when this one asks for one: through RequeueAfter, or by failing with
+	// an error that is not terminal (the retry after the rate limiter's
+	// delay). Higher is reconciled first; workqueue.PriorityLow is that
+	// of the objects of the initial list and of resyncs. A key that is
+	// queued already, or gets queued by a change meanwhile, keeps the
+	// higher of the two priorities. The zero value is
+	// workqueue.PriorityNormal, the priority of a change: the key is not
+	// put behind a backlog of unchanged objects.
+	Priority int
 }
 
 type terminalError struct{ err error }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
+	"github.com/loom-k8s/loom/workqueue"
 )
 
 // A Source is something whose objects' changes a controller can watch:
@@ -156,8 +157,14 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 				remote = c.tracer.stamped(obj, nil)
 			}
 			c.tracer.event("watch add", obj, remote, keys)
+			// The initial list is a backlog that nothing waits for: a
+			// change seen meanwhile goes before it.
+			prio := workqueue.PriorityNormal
+			if initial {
+				prio = workqueue.PriorityLow
+			}
 			for _, r := range keys {
-				c.Enqueue(r)
+				c.queue.AddWithPriority(r, prio)
 			}
 		},
 		Update: func(old, new client.Object) {
@@ -175,8 +182,14 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 				}
 			}
 			c.tracer.event("watch update", new, c.tracer.stamped(new, old), keys)
+			// A resync delivers the cached object as both states: nothing
+			// changed, so it waits behind the changes.
+			prio := workqueue.PriorityNormal
+			if rv := new.GetResourceVersion(); rv != "" && old.GetResourceVersion() == rv {
+				prio = workqueue.PriorityLow
+			}
 			for _, r := range keys {
-				c.Enqueue(r)
+				c.queue.AddWithPriority(r, prio)
 			}
 		},
 		Delete: func(obj client.Object, _ bool) {

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/loom-k8s/loom/rest"
+	"github.com/loom-k8s/loom/workqueue"
 )
 
 // family is the shape of a metric family as Prometheus sees it.
@@ -102,7 +103,7 @@ func TestFamilyShapes(t *testing.T) {
 	m.ObserveStart("c", 2)
 	m.ObserveReconcile("c", "success", false, time.Millisecond)
 	q := m.queues.QueueMetrics("c")
-	q.Depth.Set(0)
+	q.DepthByPriority.WithPriority(workqueue.PriorityNormal).Set(0)
 	q.QueueLatency.Observe(1)
 	q.WorkDuration.Observe(1)
 	m.ObserveRequest(context.Background(), rest.RequestInfo{Method: "GET", Host: "h:6443", Resource: "pods", Code: 200})

@@ -11,6 +11,7 @@ type waitEntry[T comparable] struct {
 	item  T
 	when  time.Time
 	seq   uint64 // AddAfter order, to break ties between equal times
+	prio  int    // the highest priority it was added with
 	index int    // position in the heap
 }
 
@@ -33,23 +34,34 @@ func (d *delays[T]) init() {
 	d.byItem = make(map[T]*waitEntry[T])
 }
 
-// AddAfter adds item once d has elapsed. A d of
+// AddAfter adds item, at [PriorityNormal], once d has elapsed. A d of
 // zero or less adds it now. If item is already waiting for an earlier
 // time, the call does nothing; if it is waiting for a later time, it now
 // waits for the earlier one. Waiting items are not counted by Len and are
 // dropped by ShutDown. After ShutDown, AddAfter does nothing.
 //
 // All waiting items share one timer, armed for the earliest time; no
-// goroutine runs per item.
+// goroutine runs per item. AddAfter(item, d) is
+// AddAfterWithPriority(item, d, PriorityNormal).
 func (q *Queue[T]) AddAfter(item T, d time.Duration) {
+	q.AddAfterWithPriority(item, d, PriorityNormal)
+}
+
+// AddAfterWithPriority is [Queue.AddAfter] at priority prio: once d has
+// elapsed, item is added as by AddWithPriority. An item waiting already
+// keeps the earlier of the two times and the higher of the two
+// priorities; a d of zero or less adds item now, at the higher of prio
+// and the priority it was waiting with, if it was.
+func (q *Queue[T]) AddAfterWithPriority(item T, d time.Duration, prio int) {
 	if d <= 0 {
 		q.mu.Lock()
 		if !q.shutting {
 			if w, ok := q.delay.byItem[item]; ok {
 				// Its time has come early; the later time no longer applies.
+				prio = max(prio, w.prio)
 				q.delay.remove(w)
 			}
-			q.addLocked(item)
+			q.addLocked(item, prio)
 		}
 		q.mu.Unlock()
 		return
@@ -67,13 +79,14 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 	dl := &q.delay
 	w, ok := dl.byItem[item]
 	if ok {
+		w.prio = max(w.prio, prio)
 		if !when.Before(w.when) {
 			return
 		}
 		w.when = when
 		dl.up(w.index)
 	} else {
-		w = dl.push(item, when)
+		w = dl.push(item, when, prio)
 	}
 	if dl.heap[0] == w && (!dl.armed || when.Before(dl.armedAt)) {
 		q.armDelayTimer(d, when)
@@ -105,9 +118,9 @@ func (q *Queue[T]) fireDelays() {
 	dl.armed = false
 	for len(dl.heap) > 0 && !dl.heap[0].when.After(now) {
 		w := dl.heap[0]
-		item := w.item
+		item, prio := w.item, w.prio
 		dl.remove(w)
-		q.addLocked(item)
+		q.addLocked(item, prio)
 	}
 	if len(dl.heap) > 0 {
 		at := dl.heap[0].when
@@ -127,7 +140,7 @@ func (d *delays[T]) stop() {
 	clear(d.byItem)
 }
 
-func (d *delays[T]) push(item T, when time.Time) *waitEntry[T] {
+func (d *delays[T]) push(item T, when time.Time, prio int) *waitEntry[T] {
 	var w *waitEntry[T]
 	if n := len(d.free); n > 0 {
 		w = d.free[n-1]
@@ -137,7 +150,7 @@ func (d *delays[T]) push(item T, when time.Time) *waitEntry[T] {
 		w = new(waitEntry[T])
 	}
 	d.seq++
-	w.item, w.when, w.seq, w.index = item, when, d.seq, len(d.heap)
+	w.item, w.when, w.seq, w.prio, w.index = item, when, d.seq, prio, len(d.heap)
 	d.heap = append(d.heap, w)
 	d.peak = max(d.peak, len(d.heap))
 	d.byItem[item] = w

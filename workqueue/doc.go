@@ -1,6 +1,7 @@
 // Package workqueue is the queue between detecting that an object changed
-// and reconciling it: a FIFO of keys that deduplicates, delays and
-// rate-limits retries, and never lets two workers process one key at once.
+// and reconciling it: a queue of keys, by priority then first in first
+// out, that deduplicates, delays and rate-limits retries, and never lets
+// two workers process one key at once.
 //
 // # Getting started
 //
@@ -29,20 +30,44 @@
 //     an item that is already ready collapse into one.
 //   - Level-based: an Add of an item that is processing is not lost; the
 //     item becomes ready again when its worker calls Done.
-//   - Fair: ready items are handed out in the order they became ready.
+//   - Fair: ready items are handed out in the order they became ready,
+//     within a priority (see below).
 //   - Delays share one timer: AddAfter keeps a heap of waiting items and
 //     arms a single timer for the earliest, with no goroutine per item. An
 //     item waiting for an earlier time keeps it.
 //   - Shutdown: ShutDown wakes blocked workers; ShutDownWithDrain also
 //     waits until every processing item is Done.
 //
+// # Priorities
+//
+// Every item is added with a priority, an int: Add, AddAfter and
+// AddRateLimited use [PriorityNormal] (0), and AddWithPriority,
+// AddAfterWithPriority and AddRateLimitedWithPriority take one. Get hands
+// out the ready items of the highest priority first, and those of one
+// priority in the order they became ready, so a queue whose items all
+// have one priority is the FIFO it was before priorities. Adding an item
+// that is ready already with a higher priority raises it (to the back of
+// the line of its new priority); a lower one never lowers it. An item
+// added while processing comes back after Done at the highest priority
+// it was added with since Get; a delayed item becomes ready at the
+// highest priority it was delayed with.
+//
+// [PriorityLow] (-100) is for work nobody is waiting for: package
+// controller queues the objects of an informer's initial list and of
+// resyncs at it, so that a change made while a controller works through
+// such a backlog is reconciled as soon as a worker is free.
+//
+//	q.AddWithPriority("default/web-0", workqueue.PriorityLow) // backlog
+//	q.Add("default/web-1")                                    // a change: handed out first
+//
 // # Interfaces
 //
 // [Queue] is the one implementation. Code that only needs part of it
-// accepts one of the small interfaces: [Adder] (event handlers),
-// [Consumer] (workers), [Lifecycle], or the layered [Interface],
-// [DelayingInterface] and [RateLimitingInterface]. Package queuetest
-// checks any implementation of Interface against the guarantees above.
+// accepts one of the small interfaces: [Adder] and [PriorityAdder] (event
+// handlers), [Consumer] (workers), [Lifecycle], or the layered
+// [Interface], [DelayingInterface], [RateLimitingInterface] and
+// [PriorityInterface]. Package queuetest checks any implementation of
+// Interface, or of PriorityInterface, against the guarantees above.
 //
 // # Rate limiting
 //
@@ -78,19 +103,20 @@
 //
 // # Metrics
 //
-// Set [Options].Metrics to a [MetricsProvider] to record depth, adds,
-// queue latency, work duration, unfinished work, the longest running
-// processor and retries, per queue name. Package prommetrics provides a
+// Set [Options].Metrics to a [MetricsProvider] to record depth (in all,
+// and by priority), adds, queue latency, work duration, unfinished work,
+// the longest running processor and retries, per queue name. Package prommetrics provides a
 // Prometheus provider; without one, the queue records nothing and pays
 // nothing.
 //
 // # Performance
 //
 // One mutex guards a map from item to an index into a slice of entries
-// and a ring buffer of ready indices, so a Get needs no map lookup, a
-// large backlog holds no per-item heap objects for the garbage collector
-// to trace, and in steady state Add, Get, Done and AddAfter allocate
-// nothing. A queue that empties after a burst of more than 2048 items
+// and, per priority, a ring buffer of ready indices, so a Get needs no
+// map lookup, a large backlog holds no per-item heap objects for the
+// garbage collector to trace, and in steady state Add, Get, Done and
+// AddAfter, and their priority forms, allocate nothing. Raising an item
+// costs no search: it leaves a stale index behind, which Get skips. A queue that empties after a burst of more than 2048 items
 // releases its buffers. bench/ compares it with client-go's workqueue
 // (docs/performance.md says how to run it).
 package workqueue

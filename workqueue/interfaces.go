@@ -40,7 +40,9 @@ type Lifecycle interface {
 //   - Adds of an item that is waiting collapse into one;
 //   - an Add of an item that is processing makes it ready again once
 //     Done is called for it;
-//   - items are otherwise handed out in the order they became ready.
+//   - items are otherwise handed out in the order they became ready
+//     (for a queue with priorities, those of one priority: see
+//     [PriorityInterface]).
 type Interface[T comparable] interface {
 	Adder[T]
 	Consumer[T]
@@ -69,4 +71,40 @@ type RateLimitingInterface[T comparable] interface {
 	Forget(item T)
 	// NumRequeues returns how many failures the rate limiter counts for item.
 	NumRequeues(item T) int
+}
+
+// PriorityAdder is the producer side of a queue with priorities: event
+// handlers that tell news from a backlog need only this.
+type PriorityAdder[T comparable] interface {
+	Adder[T]
+	// AddWithPriority marks item as needing processing at priority prio
+	// (higher first; Add is AddWithPriority at [PriorityNormal]). An item
+	// that is ready already is raised to prio if prio is higher, and
+	// never lowered.
+	AddWithPriority(item T, prio int)
+}
+
+// PriorityInterface is a rate-limiting work queue whose items have
+// priorities. On top of the guarantees of [Interface], implementations
+// must guarantee that:
+//
+//   - Get hands out a ready item of the highest priority any ready item
+//     has, and among those the one that has been ready at that priority
+//     the longest (an item raised to a priority joins the back of its
+//     line);
+//   - an item keeps the highest priority it was added with until Get
+//     hands it out; an item added while it is processing becomes ready
+//     after Done at the highest priority it was added with since Get;
+//   - an item added with a delay becomes ready at the priority it was
+//     added with (the highest, if it was added several times before its
+//     time came).
+//
+// With every item at one priority, it is a FIFO queue like Interface.
+type PriorityInterface[T comparable] interface {
+	RateLimitingInterface[T]
+	PriorityAdder[T]
+	// AddAfterWithPriority is AddAfter at priority prio.
+	AddAfterWithPriority(item T, d time.Duration, prio int)
+	// AddRateLimitedWithPriority is AddRateLimited at priority prio.
+	AddRateLimitedWithPriority(item T, prio int)
 }

@@ -29,6 +29,9 @@ type Histogram interface {
 type Metrics struct {
 	// Depth is set to the number of ready items.
 	Depth Gauge
+	// DepthByPriority, when set, gives the gauges of the number of ready
+	// items of each priority, which the queue sets as it sets Depth.
+	DepthByPriority PriorityGauge
 	// Adds counts Adds that made an item ready or marked a processing
 	// item for another round; Adds that collapse into a ready item are
 	// not counted.
@@ -50,6 +53,18 @@ type Metrics struct {
 	// AddRateLimited) calls with a positive duration on a queue that is not
 	// shutting down.
 	Retries Counter
+}
+
+// PriorityGauge is a family of gauges, one per priority, such as a
+// Prometheus gauge vector with a priority label. Implementations must be
+// safe for concurrent use.
+type PriorityGauge interface {
+	// WithPriority returns the gauge of priority. A queue calls it when it
+	// first holds ready items of priority, and again if it has since
+	// dropped its record of that priority (which it does only after
+	// setting the gauge to 0), so it should be quick; it may return a new
+	// gauge each time.
+	WithPriority(priority int) Gauge
 }
 
 // MetricsProvider creates the instruments of a queue. The prommetrics
@@ -93,10 +108,24 @@ func newQueueMetrics[T comparable](q *Queue[T], m Metrics, period time.Duration)
 
 func (qm *queueMetrics[T]) now() int64 { return int64(qm.clock.Now().Sub(qm.epoch)) }
 
-func (qm *queueMetrics[T]) depth() {
+// levelDepth sets the depth gauges after the number of ready items of
+// level l changed.
+func (qm *queueMetrics[T]) levelDepth(l *level) {
 	if qm.m.Depth != nil {
-		qm.m.Depth.Set(float64(qm.q.ring.len()))
+		qm.m.Depth.Set(float64(qm.q.nready))
 	}
+	if l.gauge != nil {
+		l.gauge.Set(float64(l.live))
+	}
+}
+
+// levelGauge returns the depth gauge of a new level of priority prio, or
+// nil.
+func (qm *queueMetrics[T]) levelGauge(prio int) Gauge {
+	if qm.m.DepthByPriority == nil {
+		return nil
+	}
+	return qm.m.DepthByPriority.WithPriority(prio)
 }
 
 func (qm *queueMetrics[T]) added() {
@@ -105,24 +134,24 @@ func (qm *queueMetrics[T]) added() {
 	}
 }
 
-// readied records that entry i became ready.
-func (qm *queueMetrics[T]) readied(i int32) {
-	qm.depth()
+// readied records that entry i became ready, in level l.
+func (qm *queueMetrics[T]) readied(i int32, l *level) {
+	qm.levelDepth(l)
 	if qm.m.QueueLatency != nil {
-		qm.q.slab[i].readyAt = qm.now()
+		qm.q.slab[i].at = qm.now()
 	}
 }
 
-// started records that entry i was handed out by Get.
-func (qm *queueMetrics[T]) started(i int32) {
-	qm.depth()
+// started records that entry i was handed out by Get, from level l.
+func (qm *queueMetrics[T]) started(i int32, l *level) {
+	qm.levelDepth(l)
 	now := qm.now()
 	slab := qm.q.slab
 	e := &slab[i]
 	if qm.m.QueueLatency != nil {
-		qm.m.QueueLatency.Observe(seconds(now - e.readyAt))
+		qm.m.QueueLatency.Observe(seconds(now - e.at))
 	}
-	e.startedAt = now
+	e.at = now
 	e.prev, e.next = qm.tail, -1
 	if qm.tail >= 0 {
 		slab[qm.tail].next = i
@@ -137,7 +166,7 @@ func (qm *queueMetrics[T]) finished(i int32) {
 	slab := qm.q.slab
 	e := &slab[i]
 	if qm.m.WorkDuration != nil {
-		qm.m.WorkDuration.Observe(seconds(qm.now() - e.startedAt))
+		qm.m.WorkDuration.Observe(seconds(qm.now() - e.at))
 	}
 	if e.prev >= 0 {
 		slab[e.prev].next = e.next
@@ -176,10 +205,10 @@ func (qm *queueMetrics[T]) update(now int64) {
 	var total, longest int64
 	slab := qm.q.slab
 	for i := qm.head; i >= 0; i = slab[i].next {
-		total += now - slab[i].startedAt
+		total += now - slab[i].at
 	}
 	if qm.head >= 0 {
-		longest = now - slab[qm.head].startedAt
+		longest = now - slab[qm.head].at
 	}
 	if qm.m.UnfinishedWork != nil {
 		qm.m.UnfinishedWork.Set(seconds(total))

@@ -1,6 +1,7 @@
 package workqueue_test
 
 import (
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -53,7 +54,15 @@ func (r *recorder) QueueMetrics(name string) workqueue.Metrics {
 		UnfinishedWork:          instrument{r, "unfinished"},
 		LongestRunningProcessor: instrument{r, "longest"},
 		Retries:                 instrument{r, "retries"},
+		DepthByPriority:         byPriority{r},
 	}
+}
+
+// byPriority names the depth gauge of priority p "depth/p".
+type byPriority struct{ r *recorder }
+
+func (b byPriority) WithPriority(p int) workqueue.Gauge {
+	return instrument{b.r, "depth/" + strconv.Itoa(p)}
 }
 
 // TestMetrics runs in a synctest bubble, where time moves only when the
@@ -129,4 +138,47 @@ func equal(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+// TestDepthByPriority: the depth of each priority follows adds, raises,
+// Gets and delayed adds, and the total depth is their sum.
+func TestDepthByPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		q := workqueue.New(workqueue.Options[string]{Name: "q", Metrics: rec})
+		defer q.ShutDown()
+		check := func(step string, want map[string]float64) {
+			t.Helper()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			for k, w := range want {
+				if got := rec.gauges[k]; got != w {
+					t.Errorf("%s: gauge %s = %v, want %v", step, k, got, w)
+				}
+			}
+		}
+		q.AddWithPriority("a", workqueue.PriorityLow)
+		q.AddWithPriority("b", workqueue.PriorityLow)
+		q.Add("c")
+		check("adds", map[string]float64{"depth": 3, "depth/-100": 2, "depth/0": 1})
+		q.AddWithPriority("b", 0) // raise: not an add
+		check("raise", map[string]float64{"depth": 3, "depth/-100": 1, "depth/0": 2})
+		q.Get() // c
+		q.Get() // b
+		check("gets", map[string]float64{"depth": 1, "depth/-100": 1, "depth/0": 0})
+		q.AddAfterWithPriority("d", time.Second, 3)
+		check("waiting", map[string]float64{"depth": 1, "depth/3": 0})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		check("delayed", map[string]float64{"depth": 2, "depth/3": 1})
+		q.Get() // d
+		q.Get() // a
+		check("empty", map[string]float64{"depth": 0, "depth/-100": 0, "depth/0": 0, "depth/3": 0})
+		rec.mu.Lock()
+		adds := rec.counters["adds"]
+		rec.mu.Unlock()
+		if adds != 4 {
+			t.Errorf("adds = %d, want 4", adds)
+		}
+	})
 }

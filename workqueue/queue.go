@@ -42,6 +42,7 @@ const (
 	stateProcessing              // handed out by Get, no Add since
 	stateDirty                   // processing, and Add was called since Get
 	stateIdle                    // finished; kept in the idle list for reuse
+	stateFree                    // in the free list, or released
 )
 
 // maxIdle is how many entries of finished items a queue keeps (least
@@ -57,14 +58,22 @@ const maxIdle = 1024
 // collector scans it quickly and the ring of ready items holds no
 // pointers at all.
 type entry[T comparable] struct {
-	item  T
-	state uint8
+	item T
+	// Nanoseconds since the metrics' epoch, set only when metrics are on:
+	// when the entry became ready while it is ready, when Get handed it
+	// out while it is processing (it is never both).
+	at int64
+	// prio is the priority of a ready entry, or of the next round of a
+	// dirty one.
+	prio int
 	// next links the free list. prev and next link the idle list, and,
 	// with metrics on, the list of processing entries, oldest first; an
 	// entry is in at most one list. -1 ends a list.
 	prev, next int32
-	// Nanoseconds since Queue.epoch, set only when metrics are on.
-	readyAt, startedAt int64
+	// seq is the position of the entry's last push in its level's ring
+	// (see level): a reference in a ring whose position differs is stale.
+	seq   uint32
+	state uint8
 }
 
 // shrinkAbove is the slab capacity above which a queue that becomes
@@ -84,20 +93,22 @@ const shrinkAbove = 2 * maxIdle
 // kept so that steady state does not allocate.
 const releaseAbove = 256
 
-// Queue is a work queue of comparable items with deduplication, delayed
-// adds and rate-limited retries. It implements [RateLimitingInterface]
-// and therefore [DelayingInterface] and [Interface]; see Interface for
-// the guarantees it makes.
+// Queue is a work queue of comparable items with priorities,
+// deduplication, delayed adds and rate-limited retries. It implements
+// [PriorityInterface] and therefore [RateLimitingInterface],
+// [DelayingInterface] and [Interface]; see Interface and
+// PriorityInterface for the guarantees it makes.
 //
 // A Queue is safe for concurrent use by any number of producers and
 // workers. Create one with [New]; the zero value is not usable. After
 // ShutDown it holds no goroutine and no armed timer.
 //
 // In steady state (once its internal buffers have grown to the working
-// set) Add, Get, Done and AddAfter do not allocate. The queue keeps the
-// records of up to 1024 recently finished items, so that adding one of
-// them again needs no map insertion; a queue that empties after holding
-// more than 2048 items releases its buffers.
+// set) Add, Get, Done and AddAfter, and their priority forms, do not
+// allocate. The queue keeps the records of up to 1024 recently finished
+// items, so that adding one of them again needs no map insertion; a
+// queue that empties after holding more than 2048 items releases its
+// buffers.
 type Queue[T comparable] struct {
 	mu       sync.Mutex
 	ready    sync.Cond   // signalled when an item becomes ready or on shutdown
@@ -109,9 +120,10 @@ type Queue[T comparable] struct {
 	idleHead int32 // least recently finished idle entry, -1 if none
 	idleTail int32 // most recently finished idle entry, -1 if none
 	nidle    int
-	ring     ring[int32]
-	nproc    int // items processing
-	waiting  int // goroutines blocked in Get
+	levels   []level // one ring of ready entries per priority, highest first; see priority.go
+	nready   int     // items ready, over all levels
+	nproc    int     // items processing
+	waiting  int     // goroutines blocked in Get
 	shutting bool
 	draining int // goroutines blocked in ShutDownWithDrain
 
@@ -150,32 +162,41 @@ func newQueue[T comparable](opts Options[T], c clock.Clock) *Queue[T] {
 	return q
 }
 
-// Add marks item as needing processing. If item is ready already, the
-// call does nothing; if it is processing, it becomes ready again when the
-// worker calls Done. After ShutDown, Add does nothing.
+// Add marks item as needing processing, at [PriorityNormal]. If item is
+// ready already, the call does nothing; if it is processing, it becomes
+// ready again when the worker calls Done. After ShutDown, Add does
+// nothing. Add(item) is AddWithPriority(item, PriorityNormal).
 func (q *Queue[T]) Add(item T) {
 	q.mu.Lock()
 	if !q.shutting {
-		q.addLocked(item)
+		q.addLocked(item, PriorityNormal)
 	}
 	q.mu.Unlock()
 }
 
-// addLocked implements Add. q.mu must be held and the queue running.
-func (q *Queue[T]) addLocked(item T) {
+// addLocked implements AddWithPriority. q.mu must be held and the queue
+// running.
+func (q *Queue[T]) addLocked(item T, prio int) {
 	if i, ok := q.items[item]; ok {
 		switch e := &q.slab[i]; e.state {
+		case stateReady:
+			if prio > e.prio {
+				q.raise(i, prio)
+			}
 		case stateProcessing:
 			e.state = stateDirty
+			e.prio = prio
 			if q.metrics != nil {
 				q.metrics.added()
 			}
+		case stateDirty:
+			e.prio = max(e.prio, prio)
 		case stateIdle:
 			q.unlinkIdle(i)
 			if q.metrics != nil {
 				q.metrics.added()
 			}
-			q.pushReady(i)
+			q.pushReady(i, prio)
 		}
 		return
 	}
@@ -184,16 +205,15 @@ func (q *Queue[T]) addLocked(item T) {
 	if q.metrics != nil {
 		q.metrics.added()
 	}
-	q.pushReady(i)
+	q.pushReady(i, prio)
 }
 
-// pushReady appends entry i to the ready ring and wakes one waiting
-// worker. q.mu must be held.
-func (q *Queue[T]) pushReady(i int32) {
-	q.slab[i].state = stateReady
-	q.ring.push(i)
+// pushReady appends entry i to the ring of priority prio and wakes one
+// waiting worker. q.mu must be held.
+func (q *Queue[T]) pushReady(i int32, prio int) {
+	l := q.push(i, prio)
 	if q.metrics != nil {
-		q.metrics.readied(i)
+		q.metrics.readied(i, l)
 	}
 	if q.waiting > 0 {
 		q.ready.Signal()
@@ -201,35 +221,37 @@ func (q *Queue[T]) pushReady(i int32) {
 }
 
 // Get blocks until an item is ready or the queue is shut down. It
-// returns the oldest ready item, now processing, and true; or the zero
-// value and false once the queue is shut down and no item is ready. The
-// caller must call Done(item) when it has finished with the item.
+// returns the ready item of the highest priority that became ready
+// first, now processing, and true; or the zero value and false once the
+// queue is shut down and no item is ready. The caller must call
+// Done(item) when it has finished with the item.
 func (q *Queue[T]) Get() (item T, ok bool) {
 	q.mu.Lock()
-	for q.ring.len() == 0 && !q.shutting {
+	for q.nready == 0 && !q.shutting {
 		q.waiting++
 		q.ready.Wait()
 		q.waiting--
 	}
-	if q.ring.len() == 0 {
+	if q.nready == 0 {
 		q.mu.Unlock()
 		return item, false
 	}
-	i := q.ring.pop()
+	i, l := q.pop()
 	e := &q.slab[i]
 	e.state = stateProcessing
 	item = e.item
 	q.nproc++
 	if q.metrics != nil {
-		q.metrics.started(i)
+		q.metrics.started(i, l)
 	}
 	q.mu.Unlock()
 	return item, true
 }
 
 // Done marks item as no longer processing. If Add was called for item
-// while it was processing, item becomes ready again (at the back of the
-// line). Done for an item that is not processing does nothing.
+// while it was processing, item becomes ready again, at the back of the
+// line of the highest priority it was added with since Get. Done for an
+// item that is not processing does nothing.
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
 	i, ok := q.items[item]
@@ -249,7 +271,7 @@ func (q *Queue[T]) Done(item T) {
 		if q.metrics != nil {
 			q.metrics.finished(i)
 		}
-		q.pushReady(i)
+		q.pushReady(i, q.slab[i].prio)
 	default: // ready or idle: not processing
 		q.mu.Unlock()
 		return
@@ -264,7 +286,7 @@ func (q *Queue[T]) Done(item T) {
 // waiting for an AddAfter delay are not counted.
 func (q *Queue[T]) Len() int {
 	q.mu.Lock()
-	n := q.ring.len()
+	n := q.nready
 	q.mu.Unlock()
 	return n
 }
@@ -339,7 +361,9 @@ func (q *Queue[T]) newEntry(item T) int32 {
 // the slab mostly sequentially, which matters once the slab is larger
 // than the CPU caches. q.mu must be held.
 func (q *Queue[T]) freeEntry(i int32) {
-	q.slab[i] = entry[T]{next: -1}
+	// A stale reference to it may remain in a ring: the state tells pop
+	// that it is not ready.
+	q.slab[i] = entry[T]{next: -1, state: stateFree}
 	if q.freeTail >= 0 {
 		q.slab[q.freeTail].next = i
 	} else {
@@ -352,18 +376,18 @@ func (q *Queue[T]) freeEntry(i int32) {
 // tail of the idle list, and the least recently finished idle entry is
 // dropped if there are too many. With more than maxIdle items ready or
 // processing, it frees the entry instead. When nothing is ready or processing and
-// the slab is large, it releases the slab, the ring and the map instead.
+// the slab is large, it releases the slab, the rings and the map instead.
 // q.mu must be held.
 func (q *Queue[T]) retire(i int32) {
-	if q.nproc == 0 && q.ring.len() == 0 && cap(q.slab) > shrinkAbove {
+	if q.nproc == 0 && q.nready == 0 && cap(q.slab) > shrinkAbove {
 		q.slab, q.free, q.freeTail = nil, -1, -1
 		q.idleHead, q.idleTail, q.nidle = -1, -1, 0
-		q.ring = ring[int32]{}
+		q.levels = nil // all empty: their gauges, if any, are at zero
 		q.items = make(map[T]int32)
 		return
 	}
 	e := &q.slab[i]
-	if q.ring.len()+q.nproc > maxIdle {
+	if q.nready+q.nproc > maxIdle {
 		// A large backlog: a finished item is unlikely to come back soon,
 		// and evicting another idle entry would touch a colder part of
 		// the map than deleting this one, which Done just looked up.

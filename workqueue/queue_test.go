@@ -38,7 +38,7 @@ func getReady(t *testing.T, q *workqueue.Queue[string]) (string, bool) {
 // the AddAfter cases driven by a fake clock: RunDelaying starts subtests,
 // which a synctest bubble does not allow.
 func TestConformance(t *testing.T) {
-	queuetest.RunDelaying(t, func() (workqueue.DelayingInterface[string], func(time.Duration)) {
+	queuetest.RunPriority(t, func() (workqueue.PriorityInterface[string], func(time.Duration)) {
 		clk := clock.NewFake(epoch)
 		return workqueue.NewWithClock(workqueue.Options[string]{}, clk), clk.Step
 	})
@@ -49,7 +49,7 @@ func TestConformance(t *testing.T) {
 // the queuetest examples show.
 func TestConformanceInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		err := queuetest.CheckDelaying(func() (workqueue.DelayingInterface[string], func(time.Duration)) {
+		err := queuetest.CheckPriority(func() (workqueue.PriorityInterface[string], func(time.Duration)) {
 			return workqueue.New(workqueue.Options[string]{}), step
 		})
 		if err != nil {
@@ -143,6 +143,42 @@ func steadyStateAllocations(t *testing.T) {
 	cycle() // grow the buffers
 	if a := testing.AllocsPerRun(20, cycle); a != 0 {
 		t.Errorf("allocations per cycle of %d items = %v, want 0", len(keys), a)
+	}
+
+	// The same with priorities: a low backlog, raised in part, normal
+	// and high items, re-adds while processing at other priorities, and
+	// delayed adds at low priority.
+	prios := [...]int{workqueue.PriorityLow, workqueue.PriorityNormal, 5}
+	cycle = func() {
+		for i, k := range keys {
+			q.AddWithPriority(k, prios[i%len(prios)])
+		}
+		for i, k := range keys {
+			if i%4 == 0 {
+				q.AddWithPriority(k, 10) // raise
+			}
+		}
+		for i := range keys {
+			k, _ := q.Get()
+			q.AddWithPriority(k, prios[i%len(prios)]) // re-add while processing
+			q.Done(k)
+		}
+		for range keys {
+			k, _ := q.Get()
+			q.Done(k)
+		}
+		for i, k := range keys {
+			q.AddAfterWithPriority(k, time.Duration(1+i%7)*time.Second, workqueue.PriorityLow)
+		}
+		step(7 * time.Second)
+		for range keys {
+			k, _ := q.Get()
+			q.Done(k)
+		}
+	}
+	cycle()
+	if a := testing.AllocsPerRun(20, cycle); a != 0 {
+		t.Errorf("allocations per cycle of %d items with priorities = %v, want 0", len(keys), a)
 	}
 }
 

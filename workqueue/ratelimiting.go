@@ -1,15 +1,22 @@
 package workqueue
 
-// AddRateLimited adds item after the delay that the queue's
-// [RateLimiter] returns for it (a positive delay counts a retry in the
-// metrics, as every delayed add does). Call
-// it when processing item failed. After ShutDown it does nothing and
-// does not consult the limiter.
+// AddRateLimited adds item, at [PriorityNormal], after the delay that
+// the queue's [RateLimiter] returns for it (a positive delay counts a
+// retry in the metrics, as every delayed add does). Call it when
+// processing item failed. After ShutDown it does nothing and does not
+// consult the limiter.
 func (q *Queue[T]) AddRateLimited(item T) {
+	q.AddRateLimitedWithPriority(item, PriorityNormal)
+}
+
+// AddRateLimitedWithPriority is [Queue.AddRateLimited] at priority prio:
+// item is added as by AddAfterWithPriority, after the delay the rate
+// limiter chooses. The priority does not change the delay.
+func (q *Queue[T]) AddRateLimitedWithPriority(item T, prio int) {
 	if q.ShuttingDown() {
 		return
 	}
-	q.AddAfter(item, q.limiter.When(item))
+	q.AddAfterWithPriority(item, q.limiter.When(item), prio)
 }
 
 // Forget tells the queue's rate limiter that item succeeded, so that its
@@ -21,4 +28,4 @@ func (q *Queue[T]) Forget(item T) { q.limiter.Forget(item) }
 // counts for item; see the limiter's documentation for what it counts.
 func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) }
 
-var _ RateLimitingInterface[string] = (*Queue[string])(nil)
+var _ PriorityInterface[string] = (*Queue[string])(nil)

@@ -23,8 +23,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // are comments. Commands:
 //
 //	add X...            Add each X
+//	addp P X...         AddWithPriority(X, P) for each X
 //	after X DUR         AddAfter(X, DUR)
+//	afterp X DUR P      AddAfterWithPriority(X, DUR, P)
 //	ratelimited X       AddRateLimited(X)
+//	ratelimitedp X P    AddRateLimitedWithPriority(X, P)
 //	forget X            Forget(X)
 //	step DUR            move the time forward
 //	get                 print the item Get hands out, "shutdown" if it
@@ -115,15 +118,31 @@ func runCommand(t *testing.T, q *workqueue.Queue[string], line string) []string 
 		}
 		return d
 	}
+	prio := func(s string) int {
+		p, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		return p
+	}
 	switch f[0] {
 	case "add":
 		for _, item := range f[1:] {
 			q.Add(item)
 		}
+	case "addp":
+		p := prio(arg(1))
+		for _, item := range f[2:] {
+			q.AddWithPriority(item, p)
+		}
 	case "after":
 		q.AddAfter(arg(1), dur(arg(2)))
+	case "afterp":
+		q.AddAfterWithPriority(arg(1), dur(arg(2)), prio(arg(3)))
 	case "ratelimited":
 		q.AddRateLimited(arg(1))
+	case "ratelimitedp":
+		q.AddRateLimitedWithPriority(arg(1), prio(arg(2)))
 	case "forget":
 		q.Forget(arg(1))
 	case "step":

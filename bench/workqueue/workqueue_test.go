@@ -4,6 +4,7 @@ package workqueue
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,43 @@ func (w loomQueue) Done(item string)                      { w.q.Done(item) }
 func (w loomQueue) ShutDown()                             { w.q.ShutDown() }
 func (w loomQueue) AddAfter(item string, d time.Duration) { w.q.AddAfter(item, d) }
 
+// loomPriorityQueue is Loom's queue with priorities in use: every Add and
+// AddAfter goes through its priority form, half of the keys (by their
+// last byte) at workqueue.PriorityLow and the others at
+// workqueue.PriorityNormal, so that Get takes from two levels. client-go's
+// queue has no priorities; its figures are those of its plain queue.
+type loomPriorityQueue struct{ q *workqueue.Queue[string] }
+
+func priorityOf(item string) int {
+	if item[len(item)-1]&1 == 0 {
+		return workqueue.PriorityLow
+	}
+	return workqueue.PriorityNormal
+}
+
+func (w loomPriorityQueue) Add(item string)     { w.q.AddWithPriority(item, priorityOf(item)) }
+func (w loomPriorityQueue) Get() (string, bool) { return w.q.Get() }
+func (w loomPriorityQueue) Done(item string)    { w.q.Done(item) }
+func (w loomPriorityQueue) ShutDown()           { w.q.ShutDown() }
+func (w loomPriorityQueue) AddAfter(item string, d time.Duration) {
+	w.q.AddAfterWithPriority(item, d, priorityOf(item))
+}
+
+// loomLowBacklogQueue is Loom's queue used as a controller that has
+// just started uses it: the items added before the timed part of a
+// benchmark (BenchmarkContended's backlog, its initial list) go in at
+// workqueue.PriorityLow, those added while it runs (the changes) at
+// workqueue.PriorityNormal, through AddWithPriority.
+type loomLowBacklogQueue struct{ loomPriorityQueue }
+
+func (w loomLowBacklogQueue) Add(item string) { w.q.AddWithPriority(item, workqueue.PriorityNormal) }
+func (w loomLowBacklogQueue) AddBacklog(item string) {
+	w.q.AddWithPriority(item, workqueue.PriorityLow)
+}
+
+// backlogAdder is a queue that adds a benchmark's backlog its own way.
+type backlogAdder interface{ AddBacklog(item string) }
+
 type clientGoQueue struct {
 	q cgworkqueue.TypedDelayingInterface[string]
 }
@@ -48,12 +86,14 @@ func (w clientGoQueue) ShutDown()                             { w.q.ShutDown() }
 func (w clientGoQueue) AddAfter(item string, d time.Duration) { w.q.AddAfter(item, d) }
 
 // impls are the queues under test, each with default options (no
-// metrics, no name).
+// metrics, no name): Loom's without and with priorities, and client-go's,
+// which has none.
 var impls = []struct {
 	name string
 	new  func() queue
 }{
 	{"loom", func() queue { return loomQueue{workqueue.New(workqueue.Options[string]{})} }},
+	{"loom-priority", func() queue { return loomPriorityQueue{workqueue.New(workqueue.Options[string]{})} }},
 	{"client-go", func() queue { return clientGoQueue{cgworkqueue.NewTypedDelayingQueue[string]()} }},
 }
 
@@ -132,14 +172,27 @@ func BenchmarkAddGetDoneBatch(b *testing.B) {
 // items/op is how many items the workers processed per op (the backlog
 // plus the Adds that did not collapse into a waiting item), and ns/item is
 // the elapsed time per processed item, the throughput figure to compare.
+//
+// It also runs "loom-lowbacklog", a controller's start: the backlog at
+// workqueue.PriorityLow and the producers' adds at PriorityNormal.
 func BenchmarkContended(b *testing.B) {
 	const producers, workers = 16, 64
 	ks := keySpace(b)
-	for _, impl := range impls {
+	all := append(slices.Clip(impls), struct {
+		name string
+		new  func() queue
+	}{"loom-lowbacklog", func() queue {
+		return loomLowBacklogQueue{loomPriorityQueue{workqueue.New(workqueue.Options[string]{})}}
+	}})
+	for _, impl := range all {
 		b.Run(impl.name, func(b *testing.B) {
 			q := impl.new()
+			add := q.Add
+			if ba, ok := q.(backlogAdder); ok {
+				add = ba.AddBacklog
+			}
 			for _, k := range ks {
-				q.Add(k)
+				add(k)
 			}
 			var processed atomic.Int64
 			var wg sync.WaitGroup

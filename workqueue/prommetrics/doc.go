@@ -11,7 +11,8 @@
 // Every metric has a "name" label holding the queue's name; with
 // Options.ControllerLabels, also the "controller" (and, on
 // workqueue_depth, "priority") labels of controller-runtime's controller
-// queues. The names and histogram buckets match controller-runtime's, so
+// queues, workqueue_depth then having a series per priority of ready
+// items. The names and histogram buckets match controller-runtime's, so
 // existing dashboards keep working: workqueue_depth, workqueue_adds_total,
 // workqueue_queue_duration_seconds, workqueue_work_duration_seconds,
 // workqueue_unfinished_work_seconds,

@@ -3,6 +3,8 @@ package prommetrics
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +23,10 @@ type Options struct {
 	// ControllerLabels gives the metrics the labels of controller-runtime's
 	// controller queues: "controller" on every metric, with the queue's
 	// name as value (a controller's queue is named after it), and
-	// "priority" on workqueue_depth, always empty (Loom's queues have no
-	// priorities). Default false: the "name" label only, as in client-go.
+	// "priority" on workqueue_depth, which then has a series per priority
+	// of ready items, such as "0" and "-100" (see [Provider]). Default
+	// false: the "name" label only, as in client-go, with workqueue_depth
+	// counting the ready items of every priority.
 	ControllerLabels bool
 }
 
@@ -30,6 +34,13 @@ type Options struct {
 // labelled by queue name. It is safe for concurrent use; create one with
 // [New], the zero value is not usable. Queues with the same name share
 // their series.
+//
+// With Options.ControllerLabels, the depth of a queue is split by
+// priority: the "priority" label holds the priority in decimal. To bound
+// the number of series, a queue's first 25 distinct priorities have their
+// own series; the ready items of any other priority are counted in one
+// series labelled "exceeded_cardinality_limit". These depth series add up
+// what every queue of the name holds.
 type Provider struct {
 	depth, unfinished, longest *prometheus.GaugeVec
 	adds, retries              *prometheus.CounterVec
@@ -128,14 +139,21 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return zero, fmt.Errorf("prommetrics: register workqueue metric: %w", err)
 }
 
-// QueueMetrics returns the series of the queue named name.
+// QueueMetrics returns the series of the queue named name. With
+// Options.ControllerLabels, Depth is nil and DepthByPriority set.
 func (p *Provider) QueueMetrics(name string) workqueue.Metrics {
-	lv, depth := []string{name}, []string{name}
+	lv := []string{name}
+	var depth workqueue.Gauge
+	var byPriority workqueue.PriorityGauge
 	if p.controller {
-		lv, depth = []string{name, name}, []string{name, name, ""}
+		lv = []string{name, name}
+		byPriority = &priorityDepth{vec: p.depth, name: name, seen: map[int]bool{}}
+	} else {
+		depth = p.depth.WithLabelValues(name)
 	}
 	return workqueue.Metrics{
-		Depth:                   p.depth.WithLabelValues(depth...),
+		Depth:                   depth,
+		DepthByPriority:         byPriority,
 		Adds:                    p.adds.WithLabelValues(lv...),
 		QueueLatency:            p.latency.WithLabelValues(lv...),
 		WorkDuration:            p.workDuration.WithLabelValues(lv...),
@@ -143,4 +161,46 @@ func (p *Provider) QueueMetrics(name string) workqueue.Metrics {
 		LongestRunningProcessor: p.longest.WithLabelValues(lv...),
 		Retries:                 p.retries.WithLabelValues(lv...),
 	}
+}
+
+// maxPriorities is the number of distinct priorities of one queue that
+// get a depth series of their own.
+const maxPriorities = 25
+
+// overflowPriority labels the depth of the priorities beyond maxPriorities.
+const overflowPriority = "exceeded_cardinality_limit"
+
+// priorityDepth is the depth, by priority, of one queue.
+type priorityDepth struct {
+	vec  *prometheus.GaugeVec
+	name string
+	mu   sync.Mutex
+	seen map[int]bool // priorities with a series of their own
+}
+
+func (d *priorityDepth) WithPriority(priority int) workqueue.Gauge {
+	d.mu.Lock()
+	label := overflowPriority
+	if d.seen[priority] || len(d.seen) < maxPriorities {
+		d.seen[priority] = true
+		label = strconv.Itoa(priority)
+	}
+	d.mu.Unlock()
+	return &deltaGauge{g: d.vec.WithLabelValues(d.name, d.name, label)}
+}
+
+// deltaGauge turns a queue's Set of one priority's depth into an Add of
+// the difference to the series, so that queues, and priorities, that
+// share a series add up instead of overwriting each other.
+type deltaGauge struct {
+	g    prometheus.Gauge
+	mu   sync.Mutex
+	last float64
+}
+
+func (d *deltaGauge) Set(v float64) {
+	d.mu.Lock()
+	d.g.Add(v - d.last)
+	d.last = v
+	d.mu.Unlock()
 }

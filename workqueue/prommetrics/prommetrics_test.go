@@ -2,8 +2,10 @@ package prommetrics_test
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -118,8 +120,8 @@ func TestNewReportsConflicts(t *testing.T) {
 }
 
 // TestControllerLabels: with ControllerLabels, every series has the
-// controller label (the queue's name) and depth an empty priority label;
-// without, only the name label.
+// controller label (the queue's name) and depth a priority label (here
+// "0", the priority of Add); without, only the name label.
 func TestControllerLabels(t *testing.T) {
 	tests := []struct {
 		controllerLabels bool
@@ -162,7 +164,7 @@ func TestControllerLabels(t *testing.T) {
 			var got []string
 			for _, l := range m.GetLabel() {
 				got = append(got, l.GetName())
-				if v := l.GetValue(); (l.GetName() == "priority" && v != "") || (l.GetName() != "priority" && v != "widgets") {
+				if v := l.GetValue(); (l.GetName() == "priority" && v != "0") || (l.GetName() != "priority" && v != "widgets") {
 					t.Errorf("ControllerLabels %v: %s label %s = %q", tt.controllerLabels, mf.GetName(), l.GetName(), v)
 				}
 			}
@@ -243,5 +245,104 @@ func TestBuckets(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Errorf("%d histograms, want 2", seen)
+	}
+}
+
+// depthByPriority returns the workqueue_depth series of queue name by
+// priority label.
+func depthByPriority(t *testing.T, reg prometheus.Gatherer, queue string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "workqueue_depth" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if labelValue(m, "name") == queue {
+				got[labelValue(m, "priority")] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return got
+}
+
+// TestDepthByPriority: with ControllerLabels, each priority of ready items
+// has its own depth series, which queues of one name add up.
+func TestDepthByPriority(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, err := prommetrics.New(prommetrics.Options{Registerer: reg, ControllerLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q1 := workqueue.New(workqueue.Options[string]{Name: "widgets", Metrics: p})
+	defer q1.ShutDown()
+	q2 := workqueue.New(workqueue.Options[string]{Name: "widgets", Metrics: p})
+	defer q2.ShutDown()
+	q1.AddWithPriority("a", workqueue.PriorityLow)
+	q1.AddWithPriority("b", workqueue.PriorityLow)
+	q1.Add("c")
+	q2.AddWithPriority("a", workqueue.PriorityLow)
+	q2.AddWithPriority("x", 7)
+	q1.AddWithPriority("b", 7) // raised
+	want := map[string]float64{"-100": 2, "0": 1, "7": 2}
+	if got := depthByPriority(t, reg, "widgets"); !maps.Equal(got, want) {
+		t.Errorf("depth = %v, want %v", got, want)
+	}
+	for range 2 {
+		item, _ := q1.Get()
+		q1.Done(item)
+	}
+	want = map[string]float64{"-100": 2, "0": 0, "7": 1}
+	if got := depthByPriority(t, reg, "widgets"); !maps.Equal(got, want) {
+		t.Errorf("after two Gets: depth = %v, want %v", got, want)
+	}
+}
+
+// TestDepthCardinalityLimit: beyond 25 priorities, a queue's depth goes
+// to one overflow series, and the series still add up to the depth.
+func TestDepthCardinalityLimit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, err := prommetrics.New(prommetrics.Options{Registerer: reg, ControllerLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := workqueue.New(workqueue.Options[string]{Name: "q", Metrics: p})
+	defer q.ShutDown()
+	const n = 30
+	for i := range n {
+		q.AddWithPriority(strconv.Itoa(i), i)
+	}
+	got := depthByPriority(t, reg, "q")
+	if len(got) != 26 || got["exceeded_cardinality_limit"] != n-25 {
+		t.Errorf("depth = %v, want 25 priorities of their own and %d items in the overflow series", got, n-25)
+	}
+	total := 0.0
+	for _, v := range got {
+		total += v
+	}
+	if total != n {
+		t.Errorf("depth series sum to %v, want %d", total, n)
+	}
+	for range n {
+		item, _ := q.Get()
+		q.Done(item)
+	}
+	for label, v := range depthByPriority(t, reg, "q") {
+		if v != 0 {
+			t.Errorf("depth{priority=%q} = %v after draining", label, v)
+		}
+	}
+	// New priorities now take the places of empty ones in the queue; a
+	// priority seen before keeps its series.
+	q.AddWithPriority("a", 1000)
+	q.AddWithPriority("b", 1001)
+	q.AddWithPriority("c", 0)
+	got = depthByPriority(t, reg, "q")
+	if got["exceeded_cardinality_limit"] != 2 || got["0"] != 1 {
+		t.Errorf("depth after new priorities = %v, want 2 in the overflow series and 1 at priority 0", got)
 	}
 }

@@ -9,9 +9,13 @@
 // violation, each naming the rule it breaks, joined with errors.Join.
 // [Run] does the same as subtests of a *testing.T. [CheckDelaying] and
 // [RunDelaying] add the AddAfter rules for a [workqueue.DelayingInterface]
-// driven by a clock the caller advances. A queue on the real clock, such
-// as [workqueue.Queue], is checked with CheckDelaying in a testing/synctest
-// bubble, where advancing means time.Sleep followed by synctest.Wait.
+// driven by a clock the caller advances, and [CheckPriority] and
+// [RunPriority] the rules of a [workqueue.PriorityInterface] on top
+// (higher priority first, FIFO within one, raising never lowering, the
+// priority kept through delays, re-adds and rate-limited retries). A
+// queue on the real clock, such as [workqueue.Queue], is checked with
+// CheckDelaying or CheckPriority in a testing/synctest bubble, where
+// advancing means time.Sleep followed by synctest.Wait.
 //
 // # Property test
 //

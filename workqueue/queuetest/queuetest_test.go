@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/loom-k8s/loom/workqueue"
 	"github.com/loom-k8s/loom/workqueue/queuetest"
@@ -150,6 +152,48 @@ func TestKitCatchesDefects(t *testing.T) {
 			if tt.stressRule != "" && res.Violations == 0 {
 				t.Errorf("Stress counted no violations")
 			}
+		})
+	}
+}
+
+// ignoresPriority is a Queue whose priority methods drop the priority.
+type ignoresPriority struct{ *workqueue.Queue[string] }
+
+func (q ignoresPriority) AddWithPriority(item string, _ int) { q.Add(item) }
+
+// delayLosesPriority is a Queue whose delayed adds drop the priority.
+type delayLosesPriority struct{ *workqueue.Queue[string] }
+
+func (q delayLosesPriority) AddAfterWithPriority(item string, d time.Duration, _ int) {
+	q.AddAfter(item, d)
+}
+
+func TestPriorityKitCatchesDefects(t *testing.T) {
+	tests := []struct {
+		name string
+		wrap func(*workqueue.Queue[string]) workqueue.PriorityInterface[string]
+		rule string
+	}{
+		{"correct", func(q *workqueue.Queue[string]) workqueue.PriorityInterface[string] { return q }, ""},
+		{"priorities ignored", func(q *workqueue.Queue[string]) workqueue.PriorityInterface[string] { return ignoresPriority{q} }, "higher priority first"},
+		{"delays lose priority", func(q *workqueue.Queue[string]) workqueue.PriorityInterface[string] { return delayLosesPriority{q} }, "a delayed item keeps its priority"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				err := queuetest.CheckPriority(func() (workqueue.PriorityInterface[string], func(time.Duration)) {
+					return tt.wrap(workqueue.New(workqueue.Options[string]{})), func(d time.Duration) {
+						time.Sleep(d)
+						synctest.Wait()
+					}
+				})
+				switch {
+				case tt.rule == "" && err != nil:
+					t.Errorf("CheckPriority: unexpected violations: %v", err)
+				case tt.rule != "" && (err == nil || !strings.Contains(err.Error(), tt.rule)):
+					t.Errorf("CheckPriority = %v, want a violation of %q", err, tt.rule)
+				}
+			})
 		})
 	}
 }

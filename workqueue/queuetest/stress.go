@@ -67,7 +67,10 @@ const maxReported = 20
 // sub-millisecond delays on its real clock, and if it implements
 // [workqueue.RateLimitingInterface], AddRateLimited, Forget and
 // NumRequeues; those adds are counted for the duplicate check but not for
-// the lost-item check, since ShutDown may rightly drop them.
+// the lost-item check, since ShutDown may rightly drop them. If it
+// implements [workqueue.PriorityAdder], half the adds of producers and
+// workers go through AddWithPriority, with priorities from
+// PriorityLow to 7.
 func Stress(newQueue NewQueue, opts StressOptions) (StressResult, error) {
 	if opts.Sequences <= 0 {
 		opts.Sequences = 10_000
@@ -188,6 +191,23 @@ func (r *round) tryAdd(i int) {
 	r.ops.Add(1)
 }
 
+// tryAddWithPriority is tryAdd through AddWithPriority.
+func (r *round) tryAddWithPriority(pq workqueue.PriorityAdder[string], i, prio int) {
+	r.addsActive.Add(1)
+	defer r.addsActive.Add(-1)
+	if r.addsClosed.Load() {
+		return
+	}
+	st := &r.state[i]
+	st.version.Add(1)
+	st.adds.Add(1)
+	pq.AddWithPriority(r.keys[i], prio)
+	r.ops.Add(1)
+}
+
+// priorities are those Stress adds with, for a queue that has them.
+var priorities = [...]int{workqueue.PriorityLow, workqueue.PriorityNormal, 1, 7}
+
 func (r *round) tryAddAfter(dq workqueue.DelayingInterface[string], i int, d time.Duration) {
 	r.addsActive.Add(1)
 	defer r.addsActive.Add(-1)
@@ -233,6 +253,16 @@ func (r *round) run() {
 	}
 	dq, delaying := r.q.(workqueue.DelayingInterface[string])
 	rq, limiting := r.q.(workqueue.RateLimitingInterface[string])
+	pq, prioritized := r.q.(workqueue.PriorityAdder[string])
+	// add adds key i, with a random priority half the time if the queue
+	// has priorities.
+	add := func(rng *rand.Rand, i int) {
+		if prioritized && rng.IntN(2) == 0 {
+			r.tryAddWithPriority(pq, i, priorities[rng.IntN(len(priorities))])
+			return
+		}
+		r.tryAdd(i)
+	}
 
 	var workers sync.WaitGroup
 	for w := range r.workers {
@@ -272,9 +302,9 @@ func (r *round) run() {
 				for range rng.IntN(4) {
 					switch rng.IntN(4) {
 					case 0:
-						r.tryAdd(i) // the item being processed
+						add(rng, i) // the item being processed
 					case 1, 2:
-						r.tryAdd(rng.IntN(len(r.keys)))
+						add(rng, rng.IntN(len(r.keys)))
 					default:
 						r.checkLen()
 					}
@@ -306,7 +336,7 @@ func (r *round) run() {
 				for range 1 + rng.IntN(4) {
 					switch c := rng.IntN(16); {
 					case c < 12:
-						r.tryAdd(rng.IntN(len(r.keys)))
+						add(rng, rng.IntN(len(r.keys)))
 					case c < 14 && delaying:
 						r.tryAddAfter(dq, rng.IntN(len(r.keys)), time.Duration(rng.IntN(200))*time.Microsecond)
 					case c == 14 && limiting:
