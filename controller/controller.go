@@ -35,6 +35,11 @@ type Options struct {
 	For cache.InformerForOptions
 	// Workers is the number of keys reconciled in parallel. Zero means 1.
 	Workers int
+	// NoPriority queues every key an event brings at normal priority,
+	// first in, first out. Default false: keys of an informer's initial
+	// list and of resyncs go in at workqueue.PriorityLow, so that a change
+	// seen while a backlog drains is reconciled before it.
+	NoPriority bool
 	// Timeout bounds each reconcile through its context. Zero means no
 	// bound beyond the controller's context.
 	Timeout time.Duration

@@ -73,7 +73,16 @@ func (r *depthRecorder) get(prio int) float64 {
 // the backlog is done. The first reconcile is held until both changes are
 // queued (the queue's depth metrics show it), so the test does not depend
 // on timing.
-func TestChangeGoesBeforeInitialBacklog(t *testing.T) {
+func TestChangeGoesBeforeInitialBacklog(t *testing.T) { backlogOrder(t, false) }
+
+// TestNoPriorityIsFirstInFirstOut: with Options.NoPriority the same
+// changes wait their turn behind the backlog, in the order they came.
+func TestNoPriorityIsFirstInFirstOut(t *testing.T) { backlogOrder(t, true) }
+
+// backlogOrder reconciles a backlog of listed objects with one worker,
+// holding the first reconcile until two changes are queued, and checks
+// where the changes were reconciled.
+func backlogOrder(t *testing.T, noPriority bool) {
 	rc := restForEnv(t, testenv.Options{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -120,7 +129,7 @@ func TestChangeGoesBeforeInitialBacklog(t *testing.T) {
 	}
 	depth := newDepthRecorder()
 	mgr := newTestManager(rc)
-	c := controller.New(mgr, rec, controller.Options{Name: "priority", Workers: 1, QueueMetrics: depth,
+	c := controller.New(mgr, rec, controller.Options{Name: "priority", Workers: 1, QueueMetrics: depth, NoPriority: noPriority,
 		For: cache.InformerForOptions{Namespace: ns, LabelSelector: label}})
 	go func() { _ = mgr.f.Start(ctx) }()
 	errc := make(chan error, 1)
@@ -131,8 +140,12 @@ func TestChangeGoesBeforeInitialBacklog(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("no reconcile within two minutes")
 	}
-	if d := depth.get(workqueue.PriorityLow); d != backlog-1 {
-		t.Errorf("low-priority depth = %v while the first object is reconciled, want %d", d, backlog-1)
+	wantLow := backlog - 1
+	if noPriority {
+		wantLow = 0
+	}
+	if d := depth.get(workqueue.PriorityLow); d != float64(wantLow) {
+		t.Errorf("low-priority depth = %v while the first object is reconciled, want %d", d, wantLow)
 	}
 	// Two changes while the worker is busy: an update of a listed object
 	// and a new object.
@@ -148,6 +161,9 @@ func TestChangeGoesBeforeInitialBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "both changes queued at normal priority", func() (bool, error) {
+		if noPriority { // the update's key is queued already: only the new one adds
+			return depth.get(workqueue.PriorityNormal) == backlog, nil
+		}
 		return depth.get(workqueue.PriorityNormal) == 2, nil
 	})
 	close(gate)
@@ -164,6 +180,12 @@ func TestChangeGoesBeforeInitialBacklog(t *testing.T) {
 	defer mu.Unlock()
 	t.Logf("reconcile order: %v", order)
 	last := order[len(order)-1]
+	if noPriority {
+		if i := slices.Index(order, updated); i != backlog-1 || last != "fresh" {
+			t.Errorf("without priorities: %s at position %d (want %d, its place in the list), %s last (want fresh)", updated, i+1, backlog, last)
+		}
+		return
+	}
 	for _, changed := range []string{updated, "fresh"} {
 		i := slices.Index(order, changed)
 		if i < 0 {

@@ -160,7 +160,7 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 			// The initial list is a backlog that nothing waits for: a
 			// change seen meanwhile goes before it.
 			prio := workqueue.PriorityNormal
-			if initial {
+			if initial && !c.opts.NoPriority {
 				prio = workqueue.PriorityLow
 			}
 			for _, r := range keys {
@@ -185,7 +185,7 @@ func (c *Controller[T]) watch(src Source, inline, primary bool, mapFn func(clien
 			// A resync delivers the cached object as both states: nothing
 			// changed, so it waits behind the changes.
 			prio := workqueue.PriorityNormal
-			if rv := new.GetResourceVersion(); rv != "" && old.GetResourceVersion() == rv {
+			if rv := new.GetResourceVersion(); rv != "" && old.GetResourceVersion() == rv && !c.opts.NoPriority {
 				prio = workqueue.PriorityLow
 			}
 			for _, r := range keys {
