@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/creack/pty v1.1.24
 	github.com/google/go-containerregistry v0.22.1
+	github.com/gorilla/websocket v1.5.3
+	github.com/moby/spdystream v0.5.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	go.opentelemetry.io/otel v1.44.0

@@ -53,7 +53,36 @@
 // Options.FieldOwner, and force; see [Client.Apply] and [Applier]), Delete (propagation policy,
 // preconditions, grace period) and DeleteCollection. Subresources: status
 // (UpdateStatus, ApplyStatus, Patch with "status"), scale ([Scaler]),
-// eviction ([Evict]), binding ([Bind]) and logs ([Logs]).
+// eviction ([Evict]), binding ([Bind]), logs ([Logs]), and exec, attach
+// and port-forward ([Exec], [Attach], [PortForward]).
+//
+// # Exec, attach and port-forward
+//
+// [Exec] runs a command in a container and copies its standard input,
+// output and error, with a terminal and its resizes if asked; it returns
+// an [*ExitError] carrying the command's exit code when that is not 0.
+// [Attach] does the same with a container's main process. [PortForward]
+// listens on local ports and forwards each connection to a port of the
+// Pod; [PortForwarder.Dial] opens one without a listener:
+//
+//	err := client.Exec(ctx, pods, "web-0", client.ExecOptions{
+//		Command: []string{"sh", "-c", "ls /data"}, Stdout: os.Stdout, Stderr: os.Stderr})
+//	var exit *client.ExitError
+//	if errors.As(err, &exit) { os.Exit(exit.Code) }
+//
+//	pf, err := client.PortForward(ctx, pods, "web-0", client.PortForwardOptions{Ports: []string{"8080:80"}})
+//	defer pf.Close()
+//
+// The streams travel over WebSocket, which recent API servers speak for
+// all three: v5.channel.k8s.io for exec and attach (v4 where the
+// server offers only that, which cannot close the command's standard
+// input), and SPDY/3.1 tunnelled in WebSocket messages for port-forward.
+// Where the server refuses the WebSocket upgrade, they go over SPDY/3.1
+// instead; [StreamProtocol] picks one of the two. Either way the
+// connection is made by the [rest.Client], with its TLS settings, proxy
+// and credentials. A refused upgrade is an [*UpgradeError] carrying the
+// server's Status (apierrors.IsNotFound works on it), and a container
+// the Pod does not have is a [*ContainerNotFoundError].
 //
 // # Conflicts
 //

@@ -17,6 +17,9 @@
 //	loom get --raw PATH
 //	loom logs POD [-c CONTAINER] [-f] [--tail N] [--since D] [--timestamps] [-p]
 //	loom scale RESOURCE NAME --replicas N
+//	loom exec POD [-c CONTAINER] [-i] [-t] [-q] -- COMMAND [ARG...]
+//	loom attach POD [-c CONTAINER] [-i] [-t] [-q]
+//	loom port-forward [pod/]POD [LOCAL:]REMOTE... [--address ADDR,...]
 //	loom shards RING [RESOURCE...] [--lease-namespace NS] [-n NS | -A]
 //	loom build image [--tag IMG] (--oci-layout DIR | --tarball FILE | --push | --dev-registry) [--platform linux/ARCH] [PACKAGE]
 //	loom image inspect OCI-LAYOUT-DIR | TARBALL | IMAGE-REFERENCE
@@ -25,7 +28,7 @@
 // --kubeconfig, --context, -n/--namespace, --cluster, --user, --server.
 //
 // Errors are printed as one line on stderr, with exit code 1 (2 for a usage
-// error).
+// error). loom exec exits with the exit code of the remote command.
 package main
 
 import (
@@ -58,9 +61,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	var exit *exitCodeError
 	switch {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &exit):
+		if exit.msg != "" {
+			fmt.Fprintln(os.Stderr, exit.msg)
+		}
+		os.Exit(exit.code)
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(os.Stderr, "loom:", err)
 		os.Exit(2)
