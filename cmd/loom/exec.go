@@ -204,6 +204,32 @@ func terminal(ctx context.Context, tty bool, errOut io.Writer, quiet bool) (resi
 	}, true
 }
 
+// target finds the Pod (arg, as NAME or pod/NAME) and container that exec
+// or attach (verb, for the error) work on, in the namespace the flags
+// choose, and refuses a Pod that has completed.
+func (f *streamFlags) target(ctx context.Context, arg, verb string, errOut io.Writer) (pods *client.Client[*corev1.Pod], name, container string, protocol client.StreamProtocol, err error) {
+	name = strings.TrimPrefix(strings.TrimPrefix(arg, "pod/"), "pods/")
+	if protocol, err = parseProtocol(*f.protocol); err != nil {
+		return nil, "", "", protocol, err
+	}
+	rc, cfg, err := f.conn.client()
+	if err != nil {
+		return nil, "", "", protocol, err
+	}
+	if pods, err = client.For[corev1.Pod](rc, client.Options{}); err != nil {
+		return nil, "", "", protocol, err
+	}
+	pods = pods.Namespace(cfg.Namespace)
+	pod, container, err := podTarget(ctx, pods, name, *f.container, *f.quiet, errOut)
+	if err != nil {
+		return nil, "", "", protocol, err
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil, "", "", protocol, fmt.Errorf("cannot %s a container in a completed pod; current phase is %s", verb, pod.Status.Phase)
+	}
+	return pods, name, container, protocol, nil
+}
+
 // streamError turns what Exec and Attach return into loom's exit: the
 // remote exit code, or an error (exit 1).
 func streamError(err error) error {
@@ -238,27 +264,9 @@ func runExec(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(pos) != 1 || len(command) == 0 {
 		return fmt.Errorf("%w: usage: loom exec POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARG...]", errUsage)
 	}
-	name := strings.TrimPrefix(pos[0], "pod/")
-	name = strings.TrimPrefix(name, "pods/")
-	protocol, err := parseProtocol(*f.protocol)
+	pods, name, container, protocol, err := f.target(ctx, pos[0], "exec into", errOut)
 	if err != nil {
 		return err
-	}
-	rc, cfg, err := f.conn.client()
-	if err != nil {
-		return err
-	}
-	pods, err := client.For[corev1.Pod](rc, client.Options{})
-	if err != nil {
-		return err
-	}
-	pods = pods.Namespace(cfg.Namespace)
-	pod, container, err := podTarget(ctx, pods, name, *f.container, *f.quiet, errOut)
-	if err != nil {
-		return err
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return fmt.Errorf("cannot exec into a container in a completed pod; current phase is %s", pod.Status.Phase)
 	}
 	opts := client.ExecOptions{Command: command, Container: container, Stdout: out, Stderr: errOut, Protocol: protocol}
 	if *f.stdin {
@@ -284,26 +292,9 @@ func runAttach(ctx context.Context, args []string, out, errOut io.Writer) error 
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: usage: loom attach POD [-c CONTAINER] [-i] [-t]", errUsage)
 	}
-	name := strings.TrimPrefix(strings.TrimPrefix(pos[0], "pod/"), "pods/")
-	protocol, err := parseProtocol(*f.protocol)
+	pods, name, container, protocol, err := f.target(ctx, pos[0], "attach", errOut)
 	if err != nil {
 		return err
-	}
-	rc, cfg, err := f.conn.client()
-	if err != nil {
-		return err
-	}
-	pods, err := client.For[corev1.Pod](rc, client.Options{})
-	if err != nil {
-		return err
-	}
-	pods = pods.Namespace(cfg.Namespace)
-	pod, container, err := podTarget(ctx, pods, name, *f.container, *f.quiet, errOut)
-	if err != nil {
-		return err
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return fmt.Errorf("cannot attach a container in a completed pod; current phase is %s", pod.Status.Phase)
 	}
 	opts := client.AttachOptions{Container: container, Stdout: out, Stderr: errOut, Protocol: protocol}
 	if *f.stdin {
