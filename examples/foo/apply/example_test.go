@@ -12,9 +12,8 @@ import (
 
 	"github.com/loom-k8s/loom/client"
 	samplev1 "github.com/loom-k8s/loom/examples/foo/api/v1alpha1"
+	"github.com/loom-k8s/loom/examples/foo/internal/footest"
 	"github.com/loom-k8s/loom/manager"
-	"github.com/loom-k8s/loom/rest"
-	"github.com/loom-k8s/loom/testenv"
 )
 
 // Example runs the program against a real control plane, creates a Foo,
@@ -25,43 +24,26 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{CRDs: []string{"../config/crd"}})
+	env, err := footest.Start(ctx, "../config/crd")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer env.Stop()
-	cfg, err := env.Config()
-	if err != nil {
-		log.Fatal(err)
-	}
-	rc, err := env.REST(rest.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- run(runCtx, manager.Options{Config: &cfg, Scheme: samplev1.Scheme()}) }()
+	go func() { done <- run(runCtx, manager.Options{Config: &env.Config, Scheme: samplev1.Scheme()}) }()
 
-	mgr, err := manager.New(manager.Options{Config: &cfg, Scheme: samplev1.Scheme()}) // for its clients only
-	if err != nil {
-		log.Fatal(err)
-	}
-	foos, err := client.For[samplev1.Foo](rc, mgr.ClientOptions())
-	if err != nil {
-		log.Fatal(err)
-	}
 	foo := &samplev1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "example"},
 		Spec: samplev1.FooSpec{DeploymentName: "example-web", Replicas: new(int32(2))}}
-	if foo, err = foos.Create(ctx, foo, metav1.CreateOptions{}); err != nil {
+	if foo, err = env.Foos.Create(ctx, foo, metav1.CreateOptions{}); err != nil {
 		log.Fatal(err)
 	}
-	deps, err := client.For[appsv1.Deployment](rc, client.Options{})
+	image := func(d *appsv1.Deployment) string { return d.Spec.Template.Spec.Containers[0].Image }
+	dep, err := env.WaitDeployment(ctx, "default", "example-web", func(*appsv1.Deployment) bool { return true })
 	if err != nil {
 		log.Fatal(err)
 	}
-	dep := waitFor(ctx, deps, func(d *appsv1.Deployment) bool { return true })
-	fmt.Printf("deployment %s: %d replicas of %s, controlled by %s\n", dep.Name, *dep.Spec.Replicas,
-		dep.Spec.Template.Spec.Containers[0].Image, metav1.GetControllerOf(dep).Name)
+	fmt.Printf("deployment %s: %d replicas of %s, controlled by %s\n", dep.Name, *dep.Spec.Replicas, image(dep), metav1.GetControllerOf(dep).Name)
 
 	// Someone else changes the image and sets minReadySeconds.
 	other := &appsv1.Deployment{
@@ -73,19 +55,20 @@ func Example() {
 			}},
 		},
 	}
-	if _, err := deps.Apply(ctx, other, client.ApplyOptions{FieldManager: "someone-else", Force: true}); err != nil {
+	if _, err := env.Deployments.Apply(ctx, other, client.ApplyOptions{FieldManager: "someone-else", Force: true}); err != nil {
 		log.Fatal(err)
 	}
 	// The operator's next reconcile (here made by a change to the Foo)
 	// takes the image back.
 	foo.Labels = map[string]string{"touched": "yes"}
-	if _, err := foos.Update(ctx, foo, metav1.UpdateOptions{}); err != nil {
+	if _, err := env.Foos.Update(ctx, foo, metav1.UpdateOptions{}); err != nil {
 		log.Fatal(err)
 	}
-	dep = waitFor(ctx, deps, func(d *appsv1.Deployment) bool {
-		return d.Spec.Template.Spec.Containers[0].Image == "nginx:1.27"
-	})
-	fmt.Printf("image %s, minReadySeconds %d\n", dep.Spec.Template.Spec.Containers[0].Image, dep.Spec.MinReadySeconds)
+	dep, err = env.WaitDeployment(ctx, "default", "example-web", func(d *appsv1.Deployment) bool { return image(d) == "nginx:1.27" })
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("image %s, minReadySeconds %d\n", image(dep), dep.Spec.MinReadySeconds)
 
 	stop()
 	if err := <-done; err != nil {
@@ -94,19 +77,4 @@ func Example() {
 	// Output:
 	// deployment example-web: 2 replicas of nginx:1.27, controlled by example
 	// image nginx:1.27, minReadySeconds 5
-}
-
-// waitFor polls the Deployment example-web until ok says yes.
-func waitFor(ctx context.Context, deps *client.Client[*appsv1.Deployment], ok func(*appsv1.Deployment) bool) *appsv1.Deployment {
-	for {
-		dep, err := deps.Namespace("default").Get(ctx, "example-web", metav1.GetOptions{})
-		if err == nil && ok(dep) {
-			return dep
-		}
-		select {
-		case <-ctx.Done():
-			log.Fatalf("deployment example-web never got there (last error %v)", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
