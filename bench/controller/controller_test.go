@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/loom-k8s/loom/bench/internal/benchenv"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -30,7 +31,7 @@ func TestBothReconcileEveryObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Stop()
-	cs, err := clientset(env.KubeconfigPath)
+	cs, err := benchenv.Clientset(env.KubeconfigPath)
 	if err != nil {
 		t.Fatal(err)
 	}

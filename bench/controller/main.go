@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -43,12 +42,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/loom-k8s/loom/bench/internal/benchenv"
 	"github.com/loom-k8s/loom/testenv"
 )
 
@@ -83,7 +81,7 @@ func main() {
 		err = envMode(ctx, *n)
 	case "write":
 		var cs *kubernetes.Clientset
-		if cs, err = clientset(*kubeconfig); err == nil {
+		if cs, err = benchenv.Clientset(*kubeconfig); err == nil {
 			var w, e int64
 			floor := startFloorWatch(ctx, cs)
 			w, e, err = churn(ctx, cs, *n, *rate, *duration)
@@ -101,15 +99,6 @@ func main() {
 	}
 }
 
-func clientset(kubeconfig string) (*kubernetes.Clientset, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = -1, 1000
-	return kubernetes.NewForConfig(cfg)
-}
-
 func envMode(ctx context.Context, n int) error {
 	env, err := testenv.Start(ctx, testenv.Options{})
 	if err != nil {
@@ -123,7 +112,7 @@ func envMode(ctx context.Context, n int) error {
 		return err
 	}
 	defer traces.Close()
-	cs, err := clientset(env.KubeconfigPath)
+	cs, err := benchenv.Clientset(env.KubeconfigPath)
 	if err != nil {
 		return err
 	}
@@ -133,49 +122,20 @@ func envMode(ctx context.Context, n int) error {
 	}
 	fmt.Fprintf(os.Stderr, "created %d configmaps in %v\n", n, time.Since(start).Round(time.Millisecond))
 	fmt.Printf("kubeconfig=%s otlp=%s\n", env.KubeconfigPath, traces.Endpoint())
-	done := make(chan struct{})
-	go func() { bufio.NewReader(os.Stdin).ReadString(0); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	benchenv.UntilStdinCloses(ctx)
 	return nil
 }
 
 func cmName(i int) string { return fmt.Sprintf("cm-%05d", i) }
 
-// populate creates namespace bench and n ConfigMaps in it, 32 at a time.
+// populate creates namespace bench and n ConfigMaps in it.
 func populate(ctx context.Context, cs kubernetes.Interface, n int) error {
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	for range 32 {
-		wg.Go(func() {
-			for i := range jobs {
-				cm := &corev1.ConfigMap{
-					ObjectMeta: metav1.ObjectMeta{Name: cmName(i), Namespace: namespace, Labels: map[string]string{"app": "bench"}},
-					Data:       map[string]string{"key": strings.Repeat("x", 64)},
-				}
-				_, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
-				if err != nil && !apierrors.IsAlreadyExists(err) {
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		})
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok {
-		return err
-	}
-	return nil
+	return benchenv.CreateConfigMaps(ctx, cs, namespace, n, func(i int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: cmName(i), Namespace: namespace, Labels: map[string]string{"app": "bench"}},
+			Data:       map[string]string{"key": strings.Repeat("x", 64)},
+		}
+	})
 }
 
 // churn patches random objects at rate per second for d, each patch

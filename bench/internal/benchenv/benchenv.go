@@ -1,0 +1,73 @@
+// Package benchenv holds what the benchmarks that run against a control
+// plane share: a client-go clientset without a client-side rate limit,
+// many ConfigMaps made at once, and an environment process that lives
+// until its parent closes its standard input.
+package benchenv
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Clientset returns a clientset for kubeconfig with client-go's
+// client-side rate limit off.
+func Clientset(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 1000
+	return kubernetes.NewForConfig(cfg)
+}
+
+// CreateConfigMaps creates namespace (if it is not there) and the n
+// ConfigMaps that configMap makes, 32 at a time; one that exists already
+// is left as it is.
+func CreateConfigMaps(ctx context.Context, cs kubernetes.Interface, namespace string, n int, configMap func(i int) *corev1.ConfigMap) error {
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range 32 {
+		wg.Go(func() {
+			for i := range jobs {
+				_, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, configMap(i), metav1.CreateOptions{})
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// UntilStdinCloses returns once standard input closes (the parent script
+// is done with the environment) or ctx ends.
+func UntilStdinCloses(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { bufio.NewReader(os.Stdin).ReadString(0); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
