@@ -216,11 +216,7 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: metrics: %w", err)
 	}
-	ct := rest.Protobuf
-	if opts.JSON {
-		ct = rest.JSON
-	}
-	rc, err := rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log, Transport: opts.Transport, Tracing: opts.Tracing})
+	rc, err := newREST(cfg, opts, m, log)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
@@ -232,20 +228,9 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	fopts := cache.FactoryOptions{
-		Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper, FieldOwner: opts.FieldOwner},
-		Namespace: opts.Namespace, Namespaces: opts.Namespaces, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
-	}
-	var sh *sharded
-	if opts.Sharding.Ring != "" {
-		if sh, err = newSharded(rc, opts.Sharding, m, log); err != nil {
-			return nil, fmt.Errorf("manager: %w", err)
-		}
-		fopts.KindSelector = sh.selector
-	}
-	factory := cache.NewFactory(rc, fopts)
-	if sh != nil {
-		sh.factory = factory
+	factory, sh, err := newFactory(rc, opts, mapper, m, log)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
 	}
 	if err := m.reg.Register(informerCollector{factory}); err != nil {
 		return nil, fmt.Errorf("manager: metrics: %w", err)
@@ -305,6 +290,38 @@ func restConfig(opts Options) (config.Config, error) {
 // without Options.Namespaces.
 func (m *Manager) SetNamespaces(ctx context.Context, namespaces ...string) error {
 	return m.factory.SetNamespaces(ctx, namespaces...)
+}
+
+// newREST makes the manager's REST client: protobuf unless opts.JSON, its
+// requests observed by the metrics m.
+func newREST(cfg config.Config, opts Options, m *metrics, log *slog.Logger) (*rest.Client, error) {
+	ct := rest.Protobuf
+	if opts.JSON {
+		ct = rest.JSON
+	}
+	return rest.New(cfg, rest.Options{ContentType: ct, Observer: m, Logger: log, Transport: opts.Transport, Tracing: opts.Tracing})
+}
+
+// newFactory makes the manager's informer factory and, when opts shard a
+// ring, the sharding that narrows its informers of sharded kinds.
+func newFactory(rc *rest.Client, opts Options, mapper client.Mapper, m *metrics, log *slog.Logger) (*cache.Factory, *sharded, error) {
+	fopts := cache.FactoryOptions{
+		Client:    client.Options{Scheme: opts.Scheme, Mapper: mapper, FieldOwner: opts.FieldOwner},
+		Namespace: opts.Namespace, Namespaces: opts.Namespaces, Resync: opts.Resync, Logger: log, Transform: opts.Transform,
+	}
+	var sh *sharded
+	if opts.Sharding.Ring != "" {
+		var err error
+		if sh, err = newSharded(rc, opts.Sharding, m, log); err != nil {
+			return nil, nil, err
+		}
+		fopts.KindSelector = sh.selector
+	}
+	factory := cache.NewFactory(rc, fopts)
+	if sh != nil {
+		sh.factory = factory
+	}
+	return factory, sh, nil
 }
 
 // ClientOptions returns the client options for this manager's types: its
