@@ -833,6 +833,10 @@ func (i *Informer[T]) transformed(obj T) (T, error) {
 // knows what it does: it keeps ShareAuto at ShareAll, as with no
 // Transform, and its decoders skip managed fields as with
 // DropManagedFields, so this familiar way costs no more than that one.
+// It knows it when it is named with a type where the options are set
+// (StripManagedFields[*corev1.Pod], or StripManagedFields[client.Object]
+// for a factory or a manager); instantiated inside generic code of your
+// own, or wrapped in another function, it is a Transform like any other.
 func StripManagedFields[T client.Object](obj T) (T, error) {
 	obj.SetManagedFields(nil)
 	return obj, nil

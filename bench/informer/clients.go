@@ -56,6 +56,12 @@ func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podIn
 			return sh.pod(p)
 		}
 	}
+	if o.strip && o.stripTransform && transform == nil {
+		// The familiar way, from client-go: a Transform, named where
+		// the informer can know it (not from generic code), so that
+		// sharing stays on.
+		transform = cache.StripManagedFields[*corev1.Pod]
+	}
 	return loomFor[corev1.Pod](rc, client.Options{}, o, cnt, transform)
 }
 
@@ -71,16 +77,10 @@ func loomFor[E any, T interface {
 	if o.watchList {
 		opts.Reflector.Streaming = cache.StreamingAuto
 	}
-	if o.strip {
-		if o.stripTransform && opts.Transform == nil {
-			// The familiar way, from client-go: a Transform. The
-			// informer knows this one and keeps sharing on.
-			opts.Transform = cache.StripManagedFields[T]
-		} else {
-			// Loom's way: managedFields are skipped while decoding, on
-			// either wire.
-			opts.DropManagedFields = true
-		}
+	if o.strip && !(o.stripTransform && transform != nil) {
+		// Loom's way: managedFields are skipped while decoding, on
+		// either wire.
+		opts.DropManagedFields = true
 	}
 	if o.noShare {
 		opts.Sharing = cache.ShareOff
