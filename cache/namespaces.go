@@ -30,7 +30,7 @@ import (
 // another namespace may not have reached) and resumes each namespace from
 // its own, so that no namespace skips an event.
 //
-// The set can change while the informer runs ([namespacesLW.set]). A
+// The set can change while the informer runs (namespacesLW.set). A
 // namespace added lists once: its objects come as ADDED events on the open
 // watch (or the next one), then its watch joins the others. A namespace
 // removed stops being watched; the factory then narrows the informer, so

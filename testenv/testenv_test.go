@@ -338,6 +338,17 @@ func TestSweepKillsOrphans(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	// Start returns once exec has begun; the kernel shows the new
+	// environment a moment later. Wait for it, as the sweep reads it.
+	environ := fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(environ); err == nil && bytes.Contains(b, []byte(parentEnv+"=")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan's environment never showed %s", parentEnv)
+		}
+	}
 
 	killed := sweepOrphans()
 	found := false
