@@ -1,0 +1,3 @@
+package fake
+
+//go:generate go run ./internal/gen
