@@ -184,6 +184,14 @@ func TestGettingStarted(t *testing.T) {
 		return string(out)
 	}
 
+	// The generated unit test runs on client/fake: with no control-plane
+	// binaries at all it still passes, so it starts none.
+	unit := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "OnFake", "-v", "./internal/controller/")
+	unit.Dir, unit.Env = project, append(slices.Clone(env), "LOOM_ASSETS="+t.TempDir())
+	if out, err := unit.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestMemcachedOnFake") {
+		t.Errorf("the generated unit test without control-plane binaries: %v\n%s", err, out)
+	}
+
 	// The image: the same digest when built again, user 65532, the
 	// operator as its entrypoint.
 	inspect := func() string {
