@@ -180,6 +180,7 @@ type factoryEntry struct {
 	inf     Runner
 	spaces  namespaceSetter                 // the informer's namespaces, when the factory has a set
 	gk      schema.GroupKind                // the kind of its objects, if known
+	gvr     schema.GroupVersionResource     // the resource it lists, if known
 	relist  func(ctx context.Context) error // the informer's Relist
 	narrow  func(ctx context.Context, keep func(client.Object) bool) error
 	stats   func() InformerStats
@@ -311,7 +312,7 @@ func InformerFor[E any, T interface {
 		Sharing:           f.opts.Sharing,
 		DropManagedFields: f.opts.DropManagedFields,
 	}, stripOnly)
-	e := &factoryEntry{inf: inf, gk: gk, relist: inf.Relist, stats: inf.Stats,
+	e := &factoryEntry{inf: inf, gk: gk, gvr: name.gvr, relist: inf.Relist, stats: inf.Stats,
 		narrow: func(ctx context.Context, keep func(client.Object) bool) error {
 			return inf.Narrow(ctx, func(o T) bool { return keep(o) })
 		}}

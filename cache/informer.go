@@ -199,9 +199,13 @@ type Informer[T client.Object] struct {
 	// last process began. Only the popping goroutine writes them.
 	processingNanos atomic.Int64
 	processStart    time.Time
-	deliveredMu     sync.Mutex
-	delivered       uint64
-	deliveredWake   chan struct{}
+	// processingHist counts the processes by how long each took: index
+	// k counts those above latencyBounds[k-1] and at most
+	// latencyBounds[k], the last those above every bound.
+	processingHist [len(latencyBounds) + 1]atomic.Uint64
+	deliveredMu    sync.Mutex
+	delivered      uint64
+	deliveredWake  chan struct{}
 }
 
 // pendingCall is one notification to deliver to a handler.
@@ -517,7 +521,10 @@ func (i *Informer[T]) popLoop(ctx context.Context) {
 		err := i.fifo.Pop(ctx, i.process)
 		i.deliverPending()
 		if i.processed.Load() != before {
-			i.processingNanos.Add(int64(time.Since(i.processStart)))
+			took := time.Since(i.processStart)
+			i.processingNanos.Add(int64(took))
+			k, _ := slices.BinarySearch(latencyBounds[:], took)
+			i.processingHist[k].Add(1)
 		}
 		i.noteDelivered(false)
 		var perr *ProcessError

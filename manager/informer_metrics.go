@@ -9,21 +9,25 @@ import (
 )
 
 // informerCollector exports the figures of the factory's informers
-// (cache.Factory.Stats) at each scrape, labelled by informer name: no
-// work on the informers' own paths.
+// (cache.Factory.Stats) at each scrape: no work on the informers' own
+// paths. The queue depth, processing latency and resourceVersion use
+// client-go 1.36's names and labels (name, group, version, resource), so
+// that dashboards made for client-go's informers read Loom's; the rest
+// are Loom's, labelled by informer name.
 type informerCollector struct{ f *cache.Factory }
 
 var (
+	informerLabels = []string{"name", "group", "version", "resource"}
+
+	infQueued = prometheus.NewDesc("informer_queued_items",
+		"Number of items currently queued in the informer's queue, waiting to be applied to its cache.", informerLabels, nil)
+	infLatency = prometheus.NewDesc("informer_processing_latency_seconds",
+		"Time taken to apply a key's changes to the informer's cache and call its inline handlers, after popping it from the queue.", informerLabels, nil)
+	infRV = prometheus.NewDesc("informer_store_resource_version",
+		"The 15 least significant digits of the newest resourceVersion applied to the informer's cache, when it is a number (as with etcd).", informerLabels, nil)
+
 	infObjects = prometheus.NewDesc("loom_informer_objects",
 		"Objects in the informer's cache.", []string{"informer"}, nil)
-	infQueued = prometheus.NewDesc("loom_informer_queue_depth",
-		"Keys whose changes wait to be applied to the informer's cache.", []string{"informer"}, nil)
-	infRV = prometheus.NewDesc("loom_informer_resource_version",
-		"The newest resourceVersion applied to the informer's cache, when it is a number (as with etcd).", []string{"informer"}, nil)
-	infProcessed = prometheus.NewDesc("loom_informer_processed_total",
-		"Keys applied to the informer's cache.", []string{"informer"}, nil)
-	infProcessing = prometheus.NewDesc("loom_informer_processing_seconds_total",
-		"Time spent applying changes to the informer's cache and calling its inline handlers; divided by loom_informer_processed_total, the mean processing latency.", []string{"informer"}, nil)
 	infLists = prometheus.NewDesc("loom_informer_lists_total",
 		"Full lists that replaced the informer's cache.", []string{"informer"}, nil)
 	infWatches = prometheus.NewDesc("loom_informer_watches_total",
@@ -33,20 +37,24 @@ var (
 )
 
 func (informerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{infObjects, infQueued, infRV, infProcessed, infProcessing, infLists, infWatches, infErrors} {
+	for _, d := range []*prometheus.Desc{infQueued, infLatency, infRV, infObjects, infLists, infWatches, infErrors} {
 		ch <- d
 	}
 }
 
 func (c informerCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, s := range c.f.Stats() {
-		ch <- prometheus.MustNewConstMetric(infObjects, prometheus.GaugeValue, float64(s.Objects), name)
-		ch <- prometheus.MustNewConstMetric(infQueued, prometheus.GaugeValue, float64(s.Queued), name)
-		if rv, err := strconv.ParseUint(s.ResourceVersion, 10, 64); err == nil {
-			ch <- prometheus.MustNewConstMetric(infRV, prometheus.GaugeValue, float64(rv), name)
+		l := []string{name, s.Resource.Group, s.Resource.Version, s.Resource.Resource}
+		ch <- prometheus.MustNewConstMetric(infQueued, prometheus.GaugeValue, float64(s.Queued), l...)
+		buckets := make(map[float64]uint64, len(s.ProcessingLatency))
+		for bound, n := range s.ProcessingLatency {
+			buckets[bound.Seconds()] = n
 		}
-		ch <- prometheus.MustNewConstMetric(infProcessed, prometheus.CounterValue, float64(s.Processed), name)
-		ch <- prometheus.MustNewConstMetric(infProcessing, prometheus.CounterValue, s.ProcessingTime.Seconds(), name)
+		ch <- prometheus.MustNewConstHistogram(infLatency, s.Processed, s.ProcessingTime.Seconds(), buckets, l...)
+		if rv, err := strconv.ParseUint(s.ResourceVersion, 10, 64); err == nil {
+			ch <- prometheus.MustNewConstMetric(infRV, prometheus.GaugeValue, float64(rv%1e15), l...)
+		}
+		ch <- prometheus.MustNewConstMetric(infObjects, prometheus.GaugeValue, float64(s.Objects), name)
 		ch <- prometheus.MustNewConstMetric(infLists, prometheus.CounterValue, float64(s.Reflector.Lists), name)
 		ch <- prometheus.MustNewConstMetric(infWatches, prometheus.CounterValue, float64(s.Reflector.Watches), name)
 		ch <- prometheus.MustNewConstMetric(infErrors, prometheus.CounterValue, float64(s.Reflector.Errors), name)

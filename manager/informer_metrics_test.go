@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,8 +15,9 @@ import (
 )
 
 // TestInformerMetrics: the manager's registry exports each informer's
-// objects, queue depth, newest resourceVersion, processing counters and
-// list/watch counts, read from the informers at the scrape.
+// queue depth, processing latency and newest resourceVersion under
+// client-go 1.36's names and labels, and its objects and list/watch
+// counts under Loom's, read from the informers at the scrape.
 func TestInformerMetrics(t *testing.T) {
 	mgr, err := manager.New(manager.Options{Config: new(cfg(t))})
 	if err != nil {
@@ -41,37 +43,65 @@ func TestInformerMetrics(t *testing.T) {
 	rv, _ := strconv.ParseFloat(written.ResourceVersion, 64)
 
 	values := map[string]float64{}
-	var informer string
+	series := map[string]*dto.Metric{}
 	eventually(t, "the ConfigMap informer's metrics", func() bool {
 		families, err := mgr.Registry().Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range families {
-			if !strings.HasPrefix(f.GetName(), "loom_informer_") {
+			if !strings.HasPrefix(f.GetName(), "informer_") && !strings.HasPrefix(f.GetName(), "loom_informer_") {
 				continue
 			}
 			for _, m := range f.GetMetric() {
-				if l := label(m, "informer"); strings.Contains(l, "ConfigMap") {
-					informer = l
+				if label(m, "resource") == "configmaps" || strings.Contains(label(m, "informer"), "ConfigMap") {
+					series[f.GetName()] = m
 					values[f.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 				}
 			}
 		}
-		return values["loom_informer_resource_version"] >= rv
+		return values["informer_store_resource_version"] >= rv
 	})
-	t.Logf("informer %q: %v", informer, values)
+	t.Logf("%v", values)
+
+	// client-go's shapes: labels name, group, version, resource; the
+	// histogram with client-go's buckets.
+	for _, name := range []string{"informer_queued_items", "informer_processing_latency_seconds", "informer_store_resource_version"} {
+		m := series[name]
+		if m == nil {
+			t.Errorf("%s missing", name)
+			continue
+		}
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, l.GetName()+"="+l.GetValue())
+		}
+		if want := []string{"group=", "name=" + label(m, "name"), "resource=configmaps", "version=v1"}; !slices.Equal(labels, want) || label(m, "name") == "" {
+			t.Errorf("%s labels %v, want %v", name, labels, want)
+		}
+	}
+	if h := series["informer_processing_latency_seconds"].GetHistogram(); h != nil {
+		var bounds []float64
+		for _, b := range h.GetBucket() {
+			bounds = append(bounds, b.GetUpperBound())
+		}
+		if want := []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}; !slices.Equal(bounds, want) {
+			t.Errorf("latency buckets %v, want client-go's %v", bounds, want)
+		}
+		if h.GetSampleCount() < 2 || h.GetSampleSum() <= 0 {
+			t.Errorf("latency: %d keys in %vs, want at least the 2 created in some time", h.GetSampleCount(), h.GetSampleSum())
+		}
+		if last := h.GetBucket()[len(h.GetBucket())-1].GetCumulativeCount(); last == 0 || last > h.GetSampleCount() {
+			t.Errorf("latency: %d keys within 10 s of %d", last, h.GetSampleCount())
+		}
+	} else {
+		t.Error("informer_processing_latency_seconds is not a histogram")
+	}
 	if values["loom_informer_objects"] < 2 {
 		t.Errorf("objects %v, want at least the 2 created", values["loom_informer_objects"])
 	}
-	if values["loom_informer_processed_total"] < 2 || values["loom_informer_processing_seconds_total"] <= 0 {
-		t.Errorf("processed %v in %vs, want at least 2 in some time", values["loom_informer_processed_total"], values["loom_informer_processing_seconds_total"])
-	}
 	if values["loom_informer_lists_total"] < 1 || values["loom_informer_watches_total"] < 1 {
 		t.Errorf("lists %v, watches %v: want at least one of each", values["loom_informer_lists_total"], values["loom_informer_watches_total"])
-	}
-	if _, ok := values["loom_informer_queue_depth"]; !ok {
-		t.Error("no queue depth")
 	}
 }
 

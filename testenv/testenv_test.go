@@ -445,3 +445,42 @@ func TestDeploymentOnFakeNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespace: each call makes a new namespace named after the test,
+// which exists until the test's cleanup deletes it.
+func TestNamespace(t *testing.T) {
+	var first string
+	t.Run("sub/Test Name", func(t *testing.T) {
+		first = shared.Namespace(t)
+		if !strings.HasPrefix(first, "testnamespace-sub-test-name-") || len(first) != len("testnamespace-sub-test-name-")+5 {
+			t.Errorf("namespace %q", first)
+		}
+		if second := shared.Namespace(t); second == first {
+			t.Errorf("two calls gave %q", first)
+		}
+		var ns corev1.Namespace
+		if code := do(t, shared, http.MethodGet, "/api/v1/namespaces/"+first, nil, &ns); code != http.StatusOK || ns.Status.Phase != corev1.NamespaceActive {
+			t.Fatalf("GET %s: %d %s", first, code, ns.Status.Phase)
+		}
+	})
+	// The cleanup has run: with no controller manager, the namespace is
+	// Terminating.
+	var ns corev1.Namespace
+	code := do(t, shared, http.MethodGet, "/api/v1/namespaces/"+first, nil, &ns)
+	if code == http.StatusOK && ns.Status.Phase != corev1.NamespaceTerminating {
+		t.Errorf("after the cleanup, %s is %s", first, ns.Status.Phase)
+	}
+}
+
+func TestNamespaceName(t *testing.T) {
+	for test, prefix := range map[string]string{
+		"TestX":                         "testx-",
+		"Test/a_b  c":                   "test-a-b-c-",
+		"///":                           "test-",
+		strings.Repeat("abcdefghij", 6): "abcdefghijabcdefghijabcdefghijabcdefghij-",
+	} {
+		if got := namespaceName(test); !strings.HasPrefix(got, prefix) || len(got) != len(prefix)+5 {
+			t.Errorf("namespaceName(%q) = %q, want %q and 5 characters", test, got, prefix)
+		}
+	}
+}
