@@ -218,11 +218,10 @@ func (e *Env) apply(ctx context.Context, path string, obj any) error {
 
 // adminCall sends one request as the admin and returns the status and body.
 func (e *Env) adminCall(ctx context.Context, method, path, contentType string, in []byte) (int, string, error) {
-	hc, err := e.HTTPClient()
+	hc, err := e.adminClient()
 	if err != nil {
 		return 0, "", err
 	}
-	defer hc.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, method, e.URL+path, bytes.NewReader(in))
 	if err != nil {
 		return 0, "", err

@@ -165,9 +165,12 @@ func (e *Env) RestartAPIServer(ctx context.Context) error {
 // until StartAPIServer.
 func (e *Env) StopAPIServer(ctx context.Context) error {
 	e.mu.Lock()
-	p := e.apiserver
+	p, admin := e.apiserver, e.admin
 	e.mu.Unlock()
 	p.stop(0)
+	if admin != nil {
+		admin.CloseIdleConnections() // testenv's next request dials anew
+	}
 	return nil
 }
 

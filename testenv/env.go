@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/loom-k8s/loom/internal/pki"
+	"github.com/loom-k8s/loom/rest"
 )
 
 // Options configures Start and New. The zero value starts etcd and
@@ -148,6 +149,8 @@ type Env struct {
 	realNodes []*realNode
 	nodeRec   *nodeEnvRecord // what the real nodes made on the machine
 	kubeProxy *proc          // with real nodes, when this env holds the machine's kube-proxy
+	admin     *http.Client   // adminCall's, made on first use
+	rest      *rest.Client   // what REST with zero Options returns, made on first use
 }
 
 // Start starts a control plane and waits until it is ready. On error,
@@ -359,7 +362,14 @@ func (e *Env) Stop() error {
 	procs := append([]*proc(nil), e.procs...)
 	proxies := e.proxies
 	traces := e.Traces
+	admin, rc := e.admin, e.rest
 	e.mu.Unlock()
+	if admin != nil {
+		admin.CloseIdleConnections()
+	}
+	if rc != nil {
+		rc.CloseIdleConnections()
+	}
 	var errs []error
 	// Real nodes first, in their own order (kubelet, the Pods, containerd),
 	// and with what they made on the machine.
