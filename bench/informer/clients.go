@@ -30,12 +30,12 @@ type loomInformer[T client.Object] struct {
 	inf *cache.Informer[T]
 }
 
-func newLoom(ctx context.Context, url string, o runOptions, cnt *counter) (podInformer, error) {
+func newLoom(ctx context.Context, cfg config.Config, o runOptions, cnt *counter) (podInformer, error) {
 	ct := rest.Protobuf
 	if o.json {
 		ct = rest.JSON
 	}
-	rc, err := rest.New(config.Config{Host: url}, rest.Options{ContentType: ct})
+	rc, err := rest.New(cfg, rest.Options{ContentType: ct})
 	if err != nil {
 		return nil, err
 	}
@@ -131,13 +131,14 @@ type clientGoInformer struct {
 	inf k8scache.SharedIndexInformer
 }
 
-func newClientGo(url string, o runOptions, cnt *counter) (podInformer, error) {
+func newClientGo(base *clientrest.Config, o runOptions, cnt *counter) (podInformer, error) {
 	// client-go reads its feature gates from the environment once, on first
 	// use: WatchListClient is on by default in v0.36.
 	if os.Getenv("KUBE_FEATURE_WatchListClient") == "" {
 		_ = os.Setenv("KUBE_FEATURE_WatchListClient", strconv.FormatBool(o.watchList))
 	}
-	cfg := &clientrest.Config{Host: url, QPS: -1}
+	cfg := clientrest.CopyConfig(base)
+	cfg.QPS = -1
 	cfg.ContentType, cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf,application/json"
 	if o.json {
 		cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"

@@ -13,7 +13,10 @@
 #        the Widget corpus, or -hold-events to measure the recorded watch
 #        events apart from the sync),
 #      LOOM_BENCH_KIND (pods; widgets records the custom resource corpus,
-#        served as JSON only).
+#        served as JSON only),
+#      LOOM_BENCH_LIVE (1: live mode; a kube-apiserver started here with
+#        testenv holds the Pods, no corpus is recorded, and each mode runs
+#        on JSON and on protobuf; no watch events or relist are measured).
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-5}
@@ -24,7 +27,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/informer
 go build -o "$bin" .
-"$bin" -record "$tmp/corpus" -pods "$pods" -events "$events" -templates "${LOOM_BENCH_TEMPLATES:-50}" -kind "${LOOM_BENCH_KIND:-pods}"
+if [[ -n "${LOOM_BENCH_LIVE:-}" ]]; then
+	coproc ENV { "$bin" -env -pods "$pods" -templates "${LOOM_BENCH_TEMPLATES:-50}"; }
+	envpid=$ENV_PID
+	trap 'kill $envpid 2>/dev/null; wait $envpid 2>/dev/null || true; rm -rf "$tmp"' EXIT
+	read -r line <&"${ENV[0]}"
+	source=(-kubeconfig "${line#kubeconfig=}" -pods "$pods")
+	wires="-json=true -json=false"
+	events=0
+else
+	source=(-corpus "$tmp/corpus")
+	wires=""
+	"$bin" -record "$tmp/corpus" -pods "$pods" -events "$events" -templates "${LOOM_BENCH_TEMPLATES:-50}" -kind "${LOOM_BENCH_KIND:-pods}"
+fi
 out=${LOOM_BENCH_OUT:-$tmp/raw}
 : >"$out"
 for r in $(seq "$rounds"); do
@@ -33,9 +48,12 @@ for r in $(seq "$rounds"); do
 	for mode in $modes; do
 		flag=""
 		if [[ $mode == watchlist ]]; then flag=-watchlist; fi
-		for strip in false true; do
-			for impl in $order; do
-				"$bin" -corpus "$tmp/corpus" -impl "$impl" -strip="$strip" $flag ${LOOM_BENCH_FLAGS:-} 2>/dev/null >>"$out"
+		for wire in ${wires:-none}; do
+			[[ $wire == none ]] && wire=""
+			for strip in false true; do
+				for impl in $order; do
+					"$bin" "${source[@]}" -impl "$impl" -strip="$strip" $flag $wire ${LOOM_BENCH_FLAGS:-} 2>/dev/null >>"$out"
+				done
 			done
 		done
 	done

@@ -50,6 +50,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	clientrest "k8s.io/client-go/rest"
+
+	"github.com/loom-k8s/loom/config"
 )
 
 func main() {
@@ -72,8 +76,17 @@ func main() {
 		kind       = flag.String("kind", "pods", "with -record: pods, or widgets (a custom resource, JSON only)")
 		dynamic    = flag.Bool("dynamic", false, "Widget corpus: unstructured (dynamic) informers; else typed")
 		holdEvents = flag.Bool("hold-events", false, "the watch gets the recorded events only once the informer has synced, to measure them alone (alloc_events_MB, cpu_events_ms)")
+		kubeconfig = flag.String("kubeconfig", "", "live mode: the informer syncs the Pods of the API server this kubeconfig names (made by -env), not a replayed corpus; no watch events and no relist are measured")
+		env        = flag.Bool("env", false, "start a control plane (testenv), create -pods Pods of the corpus's shape in it, print kubeconfig=PATH, and keep it until standard input closes")
+		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the sync to this file")
 	)
 	flag.Parse()
+	if *env {
+		if err := envMode(*pods, *tmpls); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if *recordDir != "" {
 		templates = *tmpls
 		rec := record
@@ -89,13 +102,13 @@ func main() {
 		}
 		return
 	}
-	if *corpusDir == "" {
-		fatal(fmt.Errorf("-corpus or -record is required"))
+	if *corpusDir == "" && *kubeconfig == "" {
+		fatal(fmt.Errorf("-corpus, -kubeconfig, -env or -record is required"))
 	}
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096 // fine enough to tell small allocations apart
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, stripTransform: *stripTf, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic, holdEvents: *holdEvents})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, stripTransform: *stripTf, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic, holdEvents: *holdEvents, kubeconfig: *kubeconfig, pods: *pods, cpuprofile: *cpuprofile})
 	if err != nil {
 		fatal(err)
 	}
@@ -119,7 +132,10 @@ type runOptions struct {
 	holdEvents       bool
 	share            bool
 	noShare          bool
-	widgets, dynamic bool // the Widget corpus; dynamic: unstructured informers
+	widgets, dynamic bool   // the Widget corpus; dynamic: unstructured informers
+	kubeconfig       string // live mode (live.go)
+	pods             int    // live mode: the Pods the server holds
+	cpuprofile       string
 	timeout          time.Duration
 	keepInformer     func(pi podInformer) // tests: inspect the informer before it stops
 	// atStage, for tests, is called with the informer after the sync
@@ -282,24 +298,43 @@ func waitFor(ctx context.Context, what string, cond func() bool) error {
 }
 
 func run(o runOptions) (result, error) {
-	c, err := load(o.corpus)
-	if err != nil {
-		return result{}, err
-	}
 	if o.timeout == 0 {
 		o.timeout = 2 * time.Minute
 	}
-	n, e := c.meta.Pods, c.meta.Events
-	if c.meta.Kind == "widgets" {
-		o.widgets, o.json = true, true // custom resources come as JSON only
-	} else if o.dynamic {
-		return result{}, fmt.Errorf("-dynamic needs a Widget corpus (-record -kind widgets)")
+	var (
+		n, e int
+		srv  *server
+		lcfg config.Config
+		ccfg *clientrest.Config
+		err  error
+	)
+	if o.kubeconfig != "" {
+		if o.widgets || o.dynamic || o.holdEvents || o.relistUnchanged {
+			return result{}, fmt.Errorf("live mode measures the Pod sync only")
+		}
+		o.relist = false
+		n = o.pods
+		if lcfg, ccfg, err = liveConfigs(o.kubeconfig); err != nil {
+			return result{}, err
+		}
+	} else {
+		c, err := load(o.corpus)
+		if err != nil {
+			return result{}, err
+		}
+		n, e = c.meta.Pods, c.meta.Events
+		if c.meta.Kind == "widgets" {
+			o.widgets, o.json = true, true // custom resources come as JSON only
+		} else if o.dynamic {
+			return result{}, fmt.Errorf("-dynamic needs a Widget corpus (-record -kind widgets)")
+		}
+		if o.relistUnchanged && o.watchList {
+			return result{}, fmt.Errorf("-relist-unchanged measures paginated lists only")
+		}
+		srv = newServer(c, o.watchList, o.relistUnchanged, o.holdEvents)
+		defer srv.Close()
+		lcfg, ccfg = config.Config{Host: srv.URL()}, &clientrest.Config{Host: srv.URL()}
 	}
-	if o.relistUnchanged && o.watchList {
-		return result{}, fmt.Errorf("-relist-unchanged measures paginated lists only")
-	}
-	srv := newServer(c, o.watchList, o.relistUnchanged, o.holdEvents)
-	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
@@ -307,9 +342,9 @@ func run(o runOptions) (result, error) {
 	var pi podInformer
 	switch o.impl {
 	case "loom":
-		pi, err = newLoom(ctx, srv.URL(), o, cnt)
+		pi, err = newLoom(ctx, lcfg, o, cnt)
 	case "client-go":
-		pi, err = newClientGo(srv.URL(), o, cnt)
+		pi, err = newClientGo(ccfg, o, cnt)
 	default:
 		err = fmt.Errorf("unknown -impl %q", o.impl)
 	}
@@ -327,6 +362,9 @@ func run(o runOptions) (result, error) {
 	if o.widgets {
 		mode += map[bool]string{true: "-dynamic", false: "-typed"}[o.dynamic]
 	}
+	if o.kubeconfig != "" {
+		mode = "live-" + mode + map[bool]string{true: "-json", false: "-proto"}[o.json]
+	}
 	res := result{impl: impl, mode: mode, strip: o.strip, share: o.share, pods: n}
 
 	res.base = heapAfterGC()
@@ -334,6 +372,10 @@ func run(o runOptions) (result, error) {
 	defer smp.finish()
 	_, alloc0, gc0 := readMetrics()
 	cpu0 := cpuTime()
+	stopProfile, err := startCPUProfile(o.cpuprofile)
+	if err != nil {
+		return res, err
+	}
 	t0 := time.Now()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -343,6 +385,9 @@ func run(o runOptions) (result, error) {
 	}
 	res.syncTime = time.Since(t0)
 	res.cpuSync = cpuTime() - cpu0
+	if err := stopProfile(); err != nil {
+		return res, err
+	}
 	res.peakSync = smp.sample()
 	_, alloc1, gc1 := readMetrics()
 	res.allocSync, res.gcSync = alloc1-alloc0, gc1-gc0
@@ -402,12 +447,31 @@ func run(o runOptions) (result, error) {
 			}
 		}
 	}
-	st := srv.stats()
-	res.serverLists, res.serverStreams, res.refused = st.Lists, st.Streamed, st.Refused
+	if srv != nil {
+		st := srv.stats()
+		res.serverLists, res.serverStreams, res.refused = st.Lists, st.Streamed, st.Refused
+	}
 	if o.keepInformer != nil {
 		o.keepInformer(pi)
 	}
 	return res, nil
+}
+
+// startCPUProfile starts a CPU profile into the file name, if one is
+// named, and returns what stops it.
+func startCPUProfile(name string) (stop func() error, err error) {
+	if name == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 }
 
 // writeHeapProfile writes the heap profile to the file name.

@@ -1,6 +1,6 @@
 // Package benchenv holds what the benchmarks that run against a control
 // plane share: a client-go clientset without a client-side rate limit,
-// many ConfigMaps made at once, and an environment process that lives
+// many objects made at once, and an environment process that lives
 // until its parent closes its standard input.
 package benchenv
 
@@ -37,14 +37,25 @@ func CreateConfigMaps(ctx context.Context, cs kubernetes.Interface, namespace st
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	return Parallel(ctx, n, func(i int) error {
+		_, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, configMap(i), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Parallel calls do for 0..n-1, 32 at a time, and returns the first
+// error any call returned once all are done.
+func Parallel(ctx context.Context, n int, do func(i int) error) error {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for range 32 {
 		wg.Go(func() {
 			for i := range jobs {
-				_, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, configMap(i), metav1.CreateOptions{})
-				if err != nil && !apierrors.IsAlreadyExists(err) {
+				if err := do(i); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 				}
 			}
