@@ -164,6 +164,9 @@ func (e *Env) RestartAPIServer(ctx context.Context) error {
 // keeps running. Clients see their connections reset and new ones refused
 // until StartAPIServer.
 func (e *Env) StopAPIServer(ctx context.Context) error {
+	if e.sharedDir != "" {
+		return ErrShared
+	}
 	e.mu.Lock()
 	p, admin := e.apiserver, e.admin
 	e.mu.Unlock()
@@ -177,6 +180,9 @@ func (e *Env) StopAPIServer(ctx context.Context) error {
 // StartAPIServer starts kube-apiserver again after StopAPIServer, on the
 // same port, with the same flags and etcd, and waits until it is ready.
 func (e *Env) StartAPIServer(ctx context.Context) error {
+	if e.sharedDir != "" {
+		return ErrShared
+	}
 	e.mu.Lock()
 	p := e.apiserver
 	e.mu.Unlock()

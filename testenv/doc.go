@@ -23,6 +23,14 @@
 // of each server's log if the test failed. Start is the same without a
 // testing.TB, for programs such as `loom dev`.
 //
+// # Sharing a control plane
+//
+// [Shared] starts one control plane for all the tests of a package (call
+// its Main from TestMain), and [Env.Namespace] gives each test a
+// namespace of its own. With [Shared.AcrossPackages], the packages of one
+// `go test ./...` run share one control plane, served by a process of its
+// own that stops it when the go command exits.
+//
 // # Binaries
 //
 // The binaries are built from Go modules by `loom assets` (which fetches
@@ -36,7 +44,9 @@
 // # Processes
 //
 // Every server runs in its own process group with a parent-death signal, so
-// nothing outlives the test binary even when it panics or is killed. Each
+// nothing outlives the test binary even when it panics or is killed (a
+// control plane shared across packages outlives each test binary, and
+// not the go command that ran them). Each
 // child also carries the identity of its parent in its environment; Start
 // sweeps children whose parent is gone (left by an earlier run that was
 // killed with SIGKILL before the signal could be set up).

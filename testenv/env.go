@@ -149,6 +149,7 @@ type Env struct {
 	realNodes []*realNode
 	nodeRec   *nodeEnvRecord // what the real nodes made on the machine
 	kubeProxy *proc          // with real nodes, when this env holds the machine's kube-proxy
+	sharedDir string         // when another process runs the control plane (Shared.AcrossPackages)
 	admin     *http.Client   // adminCall's, made on first use
 	rest      *rest.Client   // what REST with zero Options returns, made on first use
 }
@@ -369,6 +370,11 @@ func (e *Env) Stop() error {
 	}
 	if rc != nil {
 		rc.CloseIdleConnections()
+	}
+	if e.sharedDir != "" {
+		// Another process runs the servers: this one is done with them.
+		_ = os.Remove(filepath.Join(e.sharedDir, "users", strconv.Itoa(os.Getpid())))
+		return nil
 	}
 	var errs []error
 	// Real nodes first, in their own order (kubelet, the Pods, containerd),

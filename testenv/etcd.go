@@ -59,6 +59,9 @@ func (e *Env) waitEtcd(ctx context.Context, p *proc) error {
 // StopEtcd kills etcd (SIGKILL). kube-apiserver keeps running and fails its
 // requests until StartEtcd.
 func (e *Env) StopEtcd(ctx context.Context) error {
+	if e.sharedDir != "" {
+		return ErrShared
+	}
 	e.mu.Lock()
 	p := e.etcd
 	e.mu.Unlock()
@@ -68,6 +71,9 @@ func (e *Env) StopEtcd(ctx context.Context) error {
 
 // StartEtcd starts etcd again after StopEtcd, on the same port and data.
 func (e *Env) StartEtcd(ctx context.Context) error {
+	if e.sharedDir != "" {
+		return ErrShared
+	}
 	e.mu.Lock()
 	p := e.etcd
 	e.mu.Unlock()

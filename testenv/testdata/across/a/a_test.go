@@ -1,0 +1,14 @@
+// Package a is one of two packages whose tests share one control plane
+// (testenv.Shared.AcrossPackages); TestAcrossPackages in testenv runs
+// them with one go test.
+package a
+
+import (
+	"testing"
+
+	"github.com/loom-k8s/loom/testenv/testdata/across/report"
+)
+
+func TestMain(m *testing.M) { report.Shared.Main(m) }
+
+func TestReport(t *testing.T) { report.Write(t, "a") }
