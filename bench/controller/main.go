@@ -100,7 +100,7 @@ func main() {
 }
 
 func envMode(ctx context.Context, n int) error {
-	env, err := testenv.Start(ctx, testenv.Options{})
+	env, cs, err := benchenv.Start(ctx)
 	if err != nil {
 		return err
 	}
@@ -112,10 +112,6 @@ func envMode(ctx context.Context, n int) error {
 		return err
 	}
 	defer traces.Close()
-	cs, err := benchenv.Clientset(env.KubeconfigPath)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
 	if err := populate(ctx, cs, n); err != nil {
 		return err

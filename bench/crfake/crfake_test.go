@@ -103,7 +103,9 @@ func (r *rec) step(what string, obj crclient.Object, err error, fields ...string
 	r.lines = append(r.lines, fmt.Sprintf("%s: ok %s", what, strings.Join(parts, " ")))
 }
 
-func (r *rec) note(format string, args ...any) { r.lines = append(r.lines, fmt.Sprintf(format, args...)) }
+func (r *rec) note(format string, args ...any) {
+	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+}
 
 func reason(err error) string {
 	if r := apierrors.ReasonForError(err); r != metav1.StatusReasonUnknown {
@@ -307,7 +309,7 @@ var scenarios = []scenario{
 		r.note("managers: %v", managers(u))
 		u2 := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"namespace": ns, "name": "a"}, "data": map[string]any{"k": "2"}}}
-		r.step("apply by another manager", u2, c.Patch(ctx, u2, crclient.Apply, crclient.FieldOwner("bob"))) //nolint:staticcheck
+		r.step("apply by another manager", u2, c.Patch(ctx, u2, crclient.Apply, crclient.FieldOwner("bob")))                  //nolint:staticcheck
 		r.step("forced", u2, c.Patch(ctx, u2, crclient.Apply, crclient.FieldOwner("bob"), crclient.ForceOwnership), "data.k") //nolint:staticcheck
 		r.note("managers: %v", managers(u2))
 	}},

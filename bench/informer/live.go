@@ -14,7 +14,6 @@ import (
 
 	"github.com/loom-k8s/loom/bench/internal/benchenv"
 	"github.com/loom-k8s/loom/config"
-	"github.com/loom-k8s/loom/testenv"
 )
 
 // Live mode: the informers sync Pods that a real kube-apiserver serves
@@ -43,15 +42,11 @@ func envMode(n, tmpls int) error {
 	templates = tmpls
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Hour)
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{})
+	env, cs, err := benchenv.Start(ctx)
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
-	cs, err := benchenv.Clientset(env.KubeconfigPath)
-	if err != nil {
-		return err
-	}
 	// The corpus's two containers both name their ports http and
 	// metrics: the server warns about each Pod.
 	clientrest.SetDefaultWarningHandler(clientrest.NoWarnings{})

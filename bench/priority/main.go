@@ -55,7 +55,6 @@ import (
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
-	"github.com/loom-k8s/loom/testenv"
 )
 
 const (
@@ -91,15 +90,11 @@ func main() {
 func cmName(i int) string { return fmt.Sprintf("cm-%05d", i) }
 
 func envMode(ctx context.Context, n int) error {
-	env, err := testenv.Start(ctx, testenv.Options{})
+	env, cs, err := benchenv.Start(ctx)
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
-	cs, err := benchenv.Clientset(env.KubeconfigPath)
-	if err != nil {
-		return err
-	}
 	err = benchenv.CreateConfigMaps(ctx, cs, namespace, n, func(i int) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName(i), Namespace: namespace}, Data: map[string]string{"k": "v"}}
 	})

@@ -16,7 +16,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/loom-k8s/loom/testenv"
 )
+
+// Start starts a control plane with testenv's defaults and returns it
+// with a clientset for it (see Clientset). The caller stops it.
+func Start(ctx context.Context) (*testenv.Env, *kubernetes.Clientset, error) {
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := Clientset(env.KubeconfigPath)
+	if err != nil {
+		_ = env.Stop()
+		return nil, nil, err
+	}
+	return env, cs, nil
+}
 
 // Clientset returns a clientset for kubeconfig with client-go's
 // client-side rate limit off.
