@@ -16,7 +16,9 @@
 #        served as JSON only),
 #      LOOM_BENCH_LIVE (1: live mode; a kube-apiserver started here with
 #        testenv holds the Pods, no corpus is recorded, and each mode runs
-#        on JSON and on protobuf; no watch events or relist are measured).
+#        on JSON and on protobuf; no watch events or relist are measured),
+#      LOOM_BENCH_WIRES (live mode: "-json=true -json=false"),
+#      LOOM_BENCH_STRIPS ("false true": managedFields kept, then stripped).
 set -euo pipefail
 cd "$(dirname "$0")"
 rounds=${1:-5}
@@ -33,7 +35,7 @@ if [[ -n "${LOOM_BENCH_LIVE:-}" ]]; then
 	trap 'kill $envpid 2>/dev/null; wait $envpid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 	read -r line <&"${ENV[0]}"
 	source=(-kubeconfig "${line#kubeconfig=}" -pods "$pods")
-	wires="-json=true -json=false"
+	wires=${LOOM_BENCH_WIRES:--json=true -json=false}
 	events=0
 else
 	source=(-corpus "$tmp/corpus")
@@ -50,7 +52,7 @@ for r in $(seq "$rounds"); do
 		if [[ $mode == watchlist ]]; then flag=-watchlist; fi
 		for wire in ${wires:-none}; do
 			[[ $wire == none ]] && wire=""
-			for strip in false true; do
+			for strip in ${LOOM_BENCH_STRIPS:-false true}; do
 				for impl in $order; do
 					"$bin" "${source[@]}" -impl "$impl" -strip="$strip" $flag $wire ${LOOM_BENCH_FLAGS:-} 2>/dev/null >>"$out"
 				done
