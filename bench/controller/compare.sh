@@ -32,7 +32,7 @@ if [[ -n "${LOOM_BENCH_BASE:-}" ]]; then
 fi
 coproc ENV { "$bin" -mode env -n "$n"; }
 envpid=$ENV_PID
-trap 'kill $envpid 2>/dev/null; wait $envpid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $envpid 2>/dev/null; wait $envpid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 read -r line <&"${ENV[0]}"
 kubeconfig=${line#kubeconfig=}
 kubeconfig=${kubeconfig%% *}
