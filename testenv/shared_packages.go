@@ -117,7 +117,8 @@ func lockFolder(dir string) (unlock func(), err error) {
 }
 
 // running reports whether the "<pid>:<start time>" in file names a
-// process that runs.
+// process that runs (an exited one that its parent has not reaped yet
+// does not).
 func running(file string) bool {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -125,7 +126,7 @@ func running(file string) bool {
 	}
 	pid, start, _ := strings.Cut(string(b), ":")
 	n, _ := strconv.Atoi(pid)
-	return n > 0 && startTime(n) == start
+	return n > 0 && startTime(n) == start && alive(n)
 }
 
 // attachShared returns the control plane for opts shared across the
