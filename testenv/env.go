@@ -130,7 +130,7 @@ type Env struct {
 	Dir string
 	// Traces receives kube-apiserver's spans when Options.Tracing is on; it
 	// is nil otherwise. It stays readable after Stop.
-	Traces *TraceCollector
+	Traces *TraceCollector `json:"-"`
 	// RealNodes describes the real nodes (Options.RealNodes), in order.
 	RealNodes []RealNode
 

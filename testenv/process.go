@@ -185,18 +185,8 @@ func sweepOrphans() []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		owner := ""
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte(parentEnv+"=")); ok {
-				owner = string(v)
-				break
-			}
-		}
-		if owner == "" {
+		owner, ok := environValue(pid, parentEnv)
+		if !ok || owner == "" {
 			continue
 		}
 		ppidStr, start, _ := strings.Cut(owner, ":")
@@ -209,6 +199,21 @@ func sweepOrphans() []int {
 		killed = append(killed, pid)
 	}
 	return killed
+}
+
+// environValue returns the value of the variable name in the
+// environment a process started with, read from /proc.
+func environValue(pid int, name string) (string, bool) {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return "", false
+	}
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(name+"=")); ok {
+			return string(v), true
+		}
+	}
+	return "", false
 }
 
 // alive reports whether a process with this PID exists and is not a zombie.

@@ -28,7 +28,7 @@ import (
 //	lock        flock'ed while a process decides to start the daemon,
 //	            registers, or (the daemon) decides to stop
 //	daemon      the daemon's "<pid>:<start time>"
-//	env.json    the control plane's addresses and credentials, once ready
+//	env.json    the Env's exported fields (addresses, credentials), once ready
 //	error       why the control plane did not start, if it did not
 //	users/PID   one file per test process using it
 //	daemon.log  the daemon's output
@@ -48,14 +48,6 @@ const (
 // (StopAPIServer, RestartAPIServer, StopEtcd and the like) of a control
 // plane shared across packages: other packages' tests are using it.
 var ErrShared = errors.New("testenv: the control plane is shared across packages; its servers cannot be stopped or restarted from a test")
-
-// sharedRecord is what env.json holds: the Env's public fields.
-type sharedRecord struct {
-	URL, KubeconfigPath, EtcdURL, Dir, PodLogFile, AdminToken string
-	Kubeconfig, CAPEM, AdminCertPEM, AdminKeyPEM              []byte
-	FrontProxyCAPEM, FrontProxyClientCertPEM                  []byte
-	FrontProxyClientKeyPEM                                    []byte
-}
 
 // optionsKey names opts for sharing: equal options, equal keys. CRD
 // paths count as absolute paths; the Logger does not count.
@@ -197,11 +189,7 @@ func startDaemon(dir, optsKey string) error {
 func waitShared(ctx context.Context, dir string, opts Options) (*Env, error) {
 	for {
 		if b, err := os.ReadFile(filepath.Join(dir, "env.json")); err == nil {
-			var rec sharedRecord
-			if err := json.Unmarshal(b, &rec); err != nil {
-				return nil, fmt.Errorf("testenv: %s: %w", filepath.Join(dir, "env.json"), err)
-			}
-			return attachedEnv(rec, dir, opts)
+			return attachedEnv(b, dir, opts)
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "error")); err == nil {
 			return nil, fmt.Errorf("testenv: the shared control plane did not start: %s", b)
@@ -215,20 +203,19 @@ func waitShared(ctx context.Context, dir string, opts Options) (*Env, error) {
 	}
 }
 
-// attachedEnv is an Env for a control plane another process runs.
-func attachedEnv(rec sharedRecord, dir string, opts Options) (*Env, error) {
-	ca, err := loadOrCreateCA(rec.Dir, "ca", "loom-testenv-ca")
+// attachedEnv is an Env for a control plane another process runs, from
+// the exported fields that process wrote to env.json.
+func attachedEnv(envJSON []byte, dir string, opts Options) (*Env, error) {
+	e := &Env{opts: opts, sharedDir: dir, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))}
+	if err := json.Unmarshal(envJSON, e); err != nil {
+		return nil, fmt.Errorf("testenv: %s: %w", filepath.Join(dir, "env.json"), err)
+	}
+	ca, err := loadOrCreateCA(e.Dir, "ca", "loom-testenv-ca")
 	if err != nil {
 		return nil, err
 	}
-	return &Env{
-		URL: rec.URL, KubeconfigPath: rec.KubeconfigPath, Kubeconfig: rec.Kubeconfig,
-		CAPEM: rec.CAPEM, AdminCertPEM: rec.AdminCertPEM, AdminKeyPEM: rec.AdminKeyPEM, AdminToken: rec.AdminToken,
-		FrontProxyCAPEM: rec.FrontProxyCAPEM, FrontProxyClientCertPEM: rec.FrontProxyClientCertPEM,
-		FrontProxyClientKeyPEM: rec.FrontProxyClientKeyPEM,
-		PodLogFile:             rec.PodLogFile, EtcdURL: rec.EtcdURL, Dir: rec.Dir,
-		ca: ca, opts: opts, sharedDir: dir, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
-	}, nil
+	e.ca = ca
+	return e, nil
 }
 
 // serveShared is the daemon: it starts the control plane for opts,
@@ -250,14 +237,12 @@ func serveShared(dir string, opts Options) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	rec := sharedRecord{
-		URL: env.URL, KubeconfigPath: env.KubeconfigPath, EtcdURL: env.EtcdURL, Dir: env.Dir,
-		PodLogFile: env.PodLogFile, AdminToken: env.AdminToken, Kubeconfig: env.Kubeconfig,
-		CAPEM: env.CAPEM, AdminCertPEM: env.AdminCertPEM, AdminKeyPEM: env.AdminKeyPEM,
-		FrontProxyCAPEM: env.FrontProxyCAPEM, FrontProxyClientCertPEM: env.FrontProxyClientCertPEM,
-		FrontProxyClientKeyPEM: env.FrontProxyClientKeyPEM,
+	b, err := json.Marshal(env)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = env.Stop()
+		return 1
 	}
-	b, _ := json.Marshal(rec)
 	tmp := filepath.Join(dir, "env.json.tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err == nil {
 		err = os.Rename(tmp, filepath.Join(dir, "env.json"))

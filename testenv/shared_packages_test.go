@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,14 +81,9 @@ func processesWithEnv(name string) []string {
 	entries, _ := os.ReadDir("/proc")
 	var pids []string
 	for _, e := range entries {
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if strings.HasPrefix(kv, name+"=") {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if _, ok := environValue(pid, name); ok {
 				pids = append(pids, e.Name())
-				break
 			}
 		}
 	}
