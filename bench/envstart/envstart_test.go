@@ -104,11 +104,10 @@ func (p *loomPlane) stop() error { return p.env.Stop() }
 
 func (p *loomPlane) test(t *testing.T) {
 	ns := p.env.Namespace(t)
-	rc, err := p.env.REST(rest.Options{})
+	rc, err := p.env.REST(rest.Options{}) // shared by the tests; Stop closes it
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.CloseIdleConnections()
 	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
 	if err != nil {
 		t.Fatal(err)

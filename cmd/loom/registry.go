@@ -72,6 +72,11 @@ func (r *devRegistry) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := r.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Shutdown counts a connection that never sent a request as busy
+		// for its first 5 seconds: close what is left rather than fail.
+		err = r.srv.Close()
+	}
 	if serveErr := <-r.done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
 		err = serveErr
 	}
