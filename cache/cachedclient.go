@@ -31,6 +31,11 @@ type CachedClientOptions struct {
 	// uses it to keep the bucket label on the objects of sharded kinds.
 	// Nil means none.
 	BeforeWrite func(ctx context.Context, obj client.Object) error
+	// EvictAfter is how long a referenced-only client (see
+	// [InformerForOptions].ReferencedOnly) keeps a full object that no
+	// read has asked for; the object's metadata stays cached. It is
+	// ignored for other clients. Default ten minutes.
+	EvictAfter time.Duration
 }
 
 // ErrStaleCache is returned (wrapped in a *StaleCacheError) when the cache
@@ -86,7 +91,8 @@ func (e *StaleCacheError) Unwrap() error { return ErrStaleCache }
 // concurrent use.
 type CachedClient[T client.Object] struct {
 	live *client.Client[T]
-	inf  *Informer[T]
+	inf  *Informer[T]   // nil for a referenced-only client
+	ref  *referenced[T] // set for a referenced-only client
 	wait time.Duration
 	err  error // set by FailedCachedClient: every call returns it
 
@@ -114,10 +120,8 @@ type written struct {
 // NewCachedClient returns a CachedClient over live (for writes) and inf
 // (for reads); inf should list and watch what live writes.
 func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], opts CachedClientOptions) (*CachedClient[T], error) {
-	if opts.Wait <= 0 {
-		opts.Wait = 5 * time.Second
-	}
-	c := &CachedClient[T]{live: live, inf: inf, wait: opts.Wait, beforeWrite: opts.BeforeWrite, changed: make(chan struct{}), written: map[string]written{}, deleting: map[string][]*deleteCall{}}
+	c := newCachedClient(live, opts)
+	c.inf = inf
 	if _, err := inf.AddHandler(HandlerFuncs[T]{
 		Add:    func(o T, _ bool) { c.observe(o, true) },
 		Update: func(_, o T) { c.observe(o, true) },
@@ -126,6 +130,49 @@ func NewCachedClient[T client.Object](live *client.Client[T], inf *Informer[T], 
 		return nil, err
 	}
 	return c, nil
+}
+
+// CachedClientFor returns a CachedClient that writes through a client of
+// f's REST client and options, and reads from f's informer for E chosen
+// by opts (see [InformerFor]). With opts.ReferencedOnly, it reads from
+// f's metadata-only informer of E's resource instead, and holds full
+// objects only for those read (see [NewReferencedClient]); E's resource
+// must then be known without a request: a built-in type, or one for
+// which opts.Resource is set.
+func CachedClientFor[E any, T interface {
+	*E
+	client.Object
+}](f *Factory, opts InformerForOptions, ccopts CachedClientOptions) (*CachedClient[T], error) {
+	copts := f.ClientOptions()
+	copts.Resource = opts.Resource
+	live, err := client.For[E, T](f.rc, copts)
+	if err != nil {
+		return nil, fmt.Errorf("cache: CachedClientFor: %w", err)
+	}
+	if !opts.ReferencedOnly {
+		inf, err := InformerFor[E, T](f, opts)
+		if err != nil {
+			return nil, err
+		}
+		return NewCachedClient(live, inf, ccopts)
+	}
+	res, ok := live.KnownResource()
+	if !ok {
+		return nil, fmt.Errorf("cache: CachedClientFor %T: the resource of a referenced-only client must be known without a request (set Resource): %w", T(new(E)), ErrReferencedOnly)
+	}
+	opts.Resource, opts.ReferencedOnly = res, false
+	meta, err := InformerFor[metav1.PartialObjectMetadata](f, opts)
+	if err != nil {
+		return nil, err
+	}
+	return NewReferencedClient(live, meta, ccopts)
+}
+
+func newCachedClient[T client.Object](live *client.Client[T], opts CachedClientOptions) *CachedClient[T] {
+	if opts.Wait <= 0 {
+		opts.Wait = 5 * time.Second
+	}
+	return &CachedClient[T]{live: live, wait: opts.Wait, beforeWrite: opts.BeforeWrite, changed: make(chan struct{}), written: map[string]written{}, deleting: map[string][]*deleteCall{}}
 }
 
 // FailedCachedClient returns a CachedClient whose every call fails with
@@ -141,7 +188,7 @@ func FailedCachedClient[T client.Object](err error) *CachedClient[T] {
 // client's last write of obj, that write is forgotten: from then on the
 // cache can only move forward, so reads need no more waiting, and the
 // record of writes stays as small as the writes the cache has yet to see.
-func (c *CachedClient[T]) observe(obj T, present bool) {
+func (c *CachedClient[T]) observe(obj client.Object, present bool) {
 	k := key(obj.GetNamespace(), obj.GetName())
 	c.mu.Lock()
 	if w, ok := c.written[k]; ok && fresh(w, obj, present) {
@@ -191,7 +238,7 @@ func (c *CachedClient[T]) record(obj T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := written{rv: rv}
-	if cached, ok := getIn[T](c.inf.store, obj.GetNamespace(), obj.GetName()); fresh(w, cached, ok) {
+	if cached, ok := c.cached(obj.GetNamespace(), obj.GetName()); fresh(w, cached, ok) {
 		// The cache has it already (the watch beat the response), and the
 		// informer has called, or will call, observe for it: nothing to
 		// wait for.
@@ -308,7 +355,13 @@ func (c *CachedClient[T]) Delete(ctx context.Context, obj T, opts metav1.DeleteO
 // of the cached object changed in place is refused by the live client,
 // which looks in the caches of every sharing informer, this one's too.
 func (c *CachedClient[T]) notCached(op string, obj T) error {
-	cached, ok := c.inf.store.Get(key(obj.GetNamespace(), obj.GetName()))
+	var cached T
+	var ok bool
+	if c.ref != nil {
+		cached, ok = c.ref.holds(obj.GetNamespace(), obj.GetName())
+	} else {
+		cached, ok = c.inf.store.Get(key(obj.GetNamespace(), obj.GetName()))
+	}
 	if !ok {
 		return nil
 	}
@@ -346,6 +399,13 @@ func (c *CachedClient[T]) List(ctx context.Context, namespace string, selector l
 	if selector == nil {
 		selector = labels.Everything()
 	}
+	if c.ref != nil {
+		metas, err := c.ref.meta.store.Select(namespace, selector)
+		if err != nil {
+			return nil, err
+		}
+		return c.ref.fullAll(ctx, metas)
+	}
 	return c.inf.store.Select(namespace, selector)
 }
 
@@ -357,9 +417,16 @@ func (c *CachedClient[T]) List(ctx context.Context, namespace string, selector l
 // cache: read them, never change them. Like List, it reads the cache as
 // it is, without waiting for this client's writes. It makes the client a
 // client.IndexedReader.
-func (c *CachedClient[T]) ByIndex(_ context.Context, namespace, index, value string) ([]T, error) {
+func (c *CachedClient[T]) ByIndex(ctx context.Context, namespace, index, value string) ([]T, error) {
 	if c.err != nil {
 		return nil, c.err
+	}
+	if c.ref != nil {
+		metas, err := byIndex(c.ref.meta.Indexer(), namespace, index, value)
+		if err != nil {
+			return nil, err
+		}
+		return c.ref.fullAll(ctx, metas)
 	}
 	return byIndex(c.inf.Indexer(), namespace, index, value)
 }
@@ -393,7 +460,7 @@ func (c *CachedClient[T]) groupResource(ctx context.Context) schema.GroupResourc
 // cache does not have the object.
 func (c *CachedClient[T]) get(ctx context.Context, namespace, name string) (obj T, ok bool, err error) {
 	k := key(namespace, name)
-	ctx, cancel := context.WithTimeout(ctx, c.wait)
+	wctx, cancel := context.WithTimeout(ctx, c.wait)
 	defer cancel()
 	start := time.Now()
 	for {
@@ -401,21 +468,37 @@ func (c *CachedClient[T]) get(ctx context.Context, namespace, name string) (obj 
 		w, wrote := c.written[k]
 		changed := c.changed
 		c.mu.Unlock()
-		obj, ok = getIn[T](c.inf.store, namespace, name)
-		if !wrote || fresh(w, obj, ok) {
-			return obj, ok, nil
+		cached, ok := c.cached(namespace, name)
+		if !wrote || fresh(w, cached, ok) {
+			if !ok {
+				return obj, false, nil
+			}
+			if c.ref != nil {
+				return c.ref.full(ctx, cached.(*metav1.PartialObjectMetadata))
+			}
+			return cached.(T), true, nil
 		}
 		select {
 		case <-changed:
-		case <-ctx.Done():
-			var zero T
+		case <-wctx.Done():
 			rv := ""
 			if !w.deleted {
 				rv = strconv.FormatUint(w.rv, 10)
 			}
-			return zero, false, &StaleCacheError{Key: k, ResourceVersion: rv, Waited: time.Since(start)}
+			return obj, false, &StaleCacheError{Key: k, ResourceVersion: rv, Waited: time.Since(start)}
 		}
 	}
+}
+
+// cached returns what the cache holds of namespace/name: the object, or,
+// for a referenced-only client, its metadata.
+func (c *CachedClient[T]) cached(namespace, name string) (client.Object, bool) {
+	if c.ref != nil {
+		m, ok := getIn[*metav1.PartialObjectMetadata](c.ref.meta.store, namespace, name)
+		return m, ok
+	}
+	o, ok := getIn[T](c.inf.store, namespace, name)
+	return o, ok
 }
 
 // AddIndexer adds an index to the client's informer (see
@@ -424,19 +507,37 @@ func (c *CachedClient[T]) AddIndexer(name string, fn IndexFunc[T]) error {
 	if c.err != nil {
 		return c.err
 	}
+	if c.ref != nil {
+		return fmt.Errorf("cache: AddIndexer %q: index functions of a referenced-only client see metadata only: use AddObjectIndexer: %w", name, ErrReferencedOnly)
+	}
 	return c.inf.AddIndexer(name, fn)
 }
 
 // Informer returns the informer the client reads from (nil for a client
-// made by FailedCachedClient).
+// made by FailedCachedClient, and for a referenced-only client, whose
+// informer holds metadata: see [CachedClient.Metadata]).
 func (c *CachedClient[T]) Informer() *Informer[T] { return c.inf }
+
+// Metadata returns the metadata-only informer a referenced-only client
+// reads from (nil for other clients).
+func (c *CachedClient[T]) Metadata() *Informer[*metav1.PartialObjectMetadata] {
+	if c.ref == nil {
+		return nil
+	}
+	return c.ref.meta
+}
 
 // AddObjectHandler adds a handler to the client's informer (see
 // Informer.AddObjectHandler), so that a controller can watch what the
-// client reads: controller.Owns and Watches take it.
+// client reads: controller.Owns and Watches take it. The handlers of a
+// referenced-only client are given each object's metadata, a
+// *metav1.PartialObjectMetadata; the client's Get returns the full object.
 func (c *CachedClient[T]) AddObjectHandler(h Handler[client.Object], opts HandlerOptions) (Registration, error) {
 	if c.err != nil {
 		return nil, c.err
+	}
+	if c.ref != nil {
+		return c.ref.meta.AddObjectHandler(h, opts)
 	}
 	return c.inf.AddObjectHandler(h, opts)
 }
@@ -447,6 +548,9 @@ func (c *CachedClient[T]) AddObjectIndexer(name string, fn IndexFunc[client.Obje
 	if c.err != nil {
 		return c.err
 	}
+	if c.ref != nil {
+		return c.ref.meta.AddObjectIndexer(name, fn)
+	}
 	return c.inf.AddObjectIndexer(name, fn)
 }
 
@@ -456,7 +560,7 @@ func (c *CachedClient[T]) Resource(ctx context.Context) (client.Resource, error)
 	if c.err != nil {
 		return client.Resource{}, c.err
 	}
-	return c.inf.Resource(ctx)
+	return c.live.Resource(ctx)
 }
 
 var (

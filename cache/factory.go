@@ -219,6 +219,14 @@ type InformerForOptions struct {
 	// LabelSelector and FieldSelector filter objects on the server.
 	// Default "": none.
 	LabelSelector, FieldSelector string
+	// ReferencedOnly makes [CachedClientFor] (and so a manager's
+	// CachedClient) return a referenced-only client: the cache keeps
+	// every object's metadata, and the full object only for the objects
+	// reconcilers read (see [NewReferencedClient]). It is for kinds such
+	// as Secrets and ConfigMaps, of which a controller reads a few among
+	// many large ones. InformerFor refuses it with [ErrReferencedOnly]: an
+	// informer holds every object in full. Default false.
+	ReferencedOnly bool
 }
 
 // InformerFor returns the factory's informer for objects of type E (such
@@ -233,6 +241,9 @@ func InformerFor[E any, T interface {
 	*E
 	client.Object
 }](f *Factory, opts InformerForOptions) (*Informer[T], error) {
+	if opts.ReferencedOnly {
+		return nil, fmt.Errorf("cache: InformerFor %T: use CachedClientFor for ReferencedOnly: %w", T(new(E)), ErrReferencedOnly)
+	}
 	copts := f.opts.Client
 	copts.Resource = opts.Resource
 	c, err := client.For[E, T](f.rc, copts)

@@ -555,7 +555,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // cache.CachedClient), and writes to the API server. Its name says what
 // it is: reads come from the cache. opts, at most one, narrows the
 // informer (a namespace, selectors; a Resource for unstructured or
-// metadata-only objects). Every call for one type and options returns the
+// metadata-only objects; ReferencedOnly, for a cache that holds in full
+// only the objects read, such as the few Secrets a controller's objects
+// name). Every call for one type and options returns the
 // same client. It is a controller.Source too: a controller that Owns it
 // watches the same informer. An error (a type the manager does not know)
 // is returned by Start, and by the client's calls.
@@ -595,21 +597,17 @@ func newCachedClient[E any, T interface {
 	*E
 	client.Object
 }](m *Manager, opts cache.InformerForOptions) (*cache.CachedClient[T], error) {
-	copts := m.ClientOptions()
-	copts.Resource = opts.Resource
-	live, err := client.For[E, T](m.rc, copts)
-	if err != nil {
-		return nil, err
-	}
-	inf, err := cache.InformerFor[E, T](m.factory, opts)
-	if err != nil {
-		return nil, err
-	}
 	var ccopts cache.CachedClientOptions
 	if m.sharded != nil {
+		copts := m.ClientOptions()
+		copts.Resource = opts.Resource
+		live, err := client.For[E, T](m.rc, copts)
+		if err != nil {
+			return nil, err
+		}
 		ccopts.BeforeWrite = m.keepBucket(live.Resource)
 	}
-	return cache.NewCachedClient(live, inf, ccopts)
+	return cache.CachedClientFor[E, T](m.factory, opts, ccopts)
 }
 
 // SignalContext returns a context that ends on SIGINT or SIGTERM: what a
