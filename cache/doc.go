@@ -167,6 +167,13 @@
 // client.For[metav1.PartialObjectMetadata] and the resource; dynamic
 // ones are informers of *unstructured.Unstructured.
 //
+// A referenced-only [CachedClient] ([InformerForOptions].ReferencedOnly
+// with [CachedClientFor], or [NewReferencedClient]) sits between the two:
+// it caches every object's metadata, and the full object only for the
+// objects read, fetched on the first read and let go when the watch
+// reports a change. It is for kinds of which a controller reads a few
+// among many large objects, such as the Secrets its objects name.
+//
 // # Factory
 //
 // A [Factory] shares informers: [InformerFor] returns one informer per

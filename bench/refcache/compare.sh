@@ -5,7 +5,8 @@
 # that this script starts and fills; prints medians, ranges and ratios.
 # Usage: bench/refcache/compare.sh [ROUNDS]
 # Env: LOOM_BENCH_SECRETS (10000), LOOM_BENCH_SIZE (51200 bytes),
-#      LOOM_BENCH_NAMESPACES (100), LOOM_BENCH_IMPLS ("loom client-go cr-meta"),
+#      LOOM_BENCH_NAMESPACES (100),
+#      LOOM_BENCH_IMPLS ("loom loom-strip loom-meta-get client-go cr-meta"),
 #      LOOM_BENCH_OUT (raw lines file).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -22,7 +23,7 @@ read -r line <&"${ENV[0]}"
 kubeconfig=${line#kubeconfig=}
 out=${LOOM_BENCH_OUT:-$tmp/raw}
 : >"$out"
-impls=(${LOOM_BENCH_IMPLS:-loom client-go cr-meta})
+impls=(${LOOM_BENCH_IMPLS:-loom loom-strip loom-meta-get client-go cr-meta})
 for r in $(seq "$rounds"); do
 	# Rotate the order each round.
 	for k in $(seq 0 $((${#impls[@]} - 1))); do
