@@ -89,6 +89,10 @@ func (e *StaleCacheError) Unwrap() error { return ErrStaleCache }
 // version holds one when the object holds the same value there: a copy
 // made after such a change carries it. A CachedClient is safe for
 // concurrent use.
+//
+// A referenced-only CachedClient ([NewReferencedClient], or
+// [InformerForOptions].ReferencedOnly) keeps the same promises over a
+// cache of metadata, holding in full only the objects it has read.
 type CachedClient[T client.Object] struct {
 	live *client.Client[T]
 	inf  *Informer[T]   // nil for a referenced-only client

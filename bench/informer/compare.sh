@@ -13,7 +13,8 @@
 #        the Widget corpus, or -hold-events to measure the recorded watch
 #        events apart from the sync),
 #      LOOM_BENCH_KIND (pods; widgets records the custom resource corpus,
-#        served as JSON only),
+#        served as JSON only; in live mode, small Widgets of about 1 KB,
+#        for which set LOOM_BENCH_WIRES=-json=true),
 #      LOOM_BENCH_LIVE (1: live mode; a kube-apiserver started here with
 #        testenv holds the Pods, no corpus is recorded, and each mode runs
 #        on JSON and on protobuf; no watch events or relist are measured),
@@ -30,11 +31,11 @@ trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/informer
 go build -o "$bin" .
 if [[ -n "${LOOM_BENCH_LIVE:-}" ]]; then
-	coproc ENV { "$bin" -env -pods "$pods" -templates "${LOOM_BENCH_TEMPLATES:-50}"; }
+	coproc ENV { "$bin" -env -pods "$pods" -templates "${LOOM_BENCH_TEMPLATES:-50}" -kind "${LOOM_BENCH_KIND:-pods}"; }
 	envpid=$ENV_PID
 	trap 'kill $envpid 2>/dev/null; wait $envpid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 	read -r line <&"${ENV[0]}"
-	source=(-kubeconfig "${line#kubeconfig=}" -pods "$pods")
+	source=(-kubeconfig "${line#kubeconfig=}" -pods "$pods" -kind "${LOOM_BENCH_KIND:-pods}")
 	wires=${LOOM_BENCH_WIRES:--json=true -json=false}
 	events=0
 else

@@ -73,8 +73,8 @@ func main() {
 		unchanged  = flag.Bool("relist-unchanged", false, "the relist serves the first snapshot again (list mode only)")
 		share      = flag.Bool("share", false, "experiment: a Transform sharing identical parts between Pods (share.go)")
 		noShare    = flag.Bool("noshare", false, "Loom: InformerOptions.Sharing = ShareOff (the cache as before sharing)")
-		kind       = flag.String("kind", "pods", "with -record: pods, or widgets (a custom resource, JSON only)")
-		dynamic    = flag.Bool("dynamic", false, "Widget corpus: unstructured (dynamic) informers; else typed")
+		kind       = flag.String("kind", "pods", "with -record or -env: pods, or widgets (a custom resource, JSON only; with -env, small Widgets of about 1 KB); with -kubeconfig, widgets syncs the live Widgets")
+		dynamic    = flag.Bool("dynamic", false, "Widgets: unstructured (dynamic) informers; else typed")
 		holdEvents = flag.Bool("hold-events", false, "the watch gets the recorded events only once the informer has synced, to measure them alone (alloc_events_MB, cpu_events_ms)")
 		kubeconfig = flag.String("kubeconfig", "", "live mode: the informer syncs the Pods of the API server this kubeconfig names (made by -env), not a replayed corpus; no watch events and no relist are measured")
 		env        = flag.Bool("env", false, "start a control plane (testenv), create -pods Pods of the corpus's shape in it, print kubeconfig=PATH, and keep it until standard input closes")
@@ -82,7 +82,7 @@ func main() {
 	)
 	flag.Parse()
 	if *env {
-		if err := envMode(*pods, *tmpls); err != nil {
+		if err := envMode(*pods, *tmpls, *kind); err != nil {
 			fatal(err)
 		}
 		return
@@ -108,7 +108,7 @@ func main() {
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096 // fine enough to tell small allocations apart
 	}
-	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, stripTransform: *stripTf, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic, holdEvents: *holdEvents, kubeconfig: *kubeconfig, pods: *pods, cpuprofile: *cpuprofile})
+	res, err := run(runOptions{corpus: *corpusDir, impl: *impl, strip: *strip, stripTransform: *stripTf, watchList: *watchList, json: *jsonWire, memprofile: *memprofile, relist: *relist, relistUnchanged: *unchanged, share: *share, noShare: *noShare, dynamic: *dynamic, holdEvents: *holdEvents, kubeconfig: *kubeconfig, pods: *pods, cpuprofile: *cpuprofile, widgets: *kubeconfig != "" && *kind == "widgets"})
 	if err != nil {
 		fatal(err)
 	}
@@ -309,8 +309,14 @@ func run(o runOptions) (result, error) {
 		err  error
 	)
 	if o.kubeconfig != "" {
-		if o.widgets || o.dynamic || o.holdEvents || o.relistUnchanged {
-			return result{}, fmt.Errorf("live mode measures the Pod sync only")
+		if o.holdEvents || o.relistUnchanged {
+			return result{}, fmt.Errorf("live mode measures the sync only")
+		}
+		if o.dynamic {
+			o.widgets = true
+		}
+		if o.widgets {
+			o.json = true // custom resources come as JSON only
 		}
 		o.relist = false
 		n = o.pods

@@ -23,7 +23,12 @@ import (
 // Start starts a control plane with testenv's defaults and returns it
 // with a clientset for it (see Clientset). The caller stops it.
 func Start(ctx context.Context) (*testenv.Env, *kubernetes.Clientset, error) {
-	env, err := testenv.Start(ctx, testenv.Options{})
+	return StartWith(ctx, testenv.Options{})
+}
+
+// StartWith is Start with opts, such as CRDs to install.
+func StartWith(ctx context.Context, opts testenv.Options) (*testenv.Env, *kubernetes.Clientset, error) {
+	env, err := testenv.Start(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
