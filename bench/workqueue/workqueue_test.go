@@ -264,3 +264,31 @@ func BenchmarkAddAfter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkContendedFloor is the map work that BenchmarkContended cannot
+// avoid, with no queue and no goroutines: a queue that removes duplicates
+// looks up every Add in a map of the keys it holds, and deletes every key
+// it finishes. Over the 1M-key backlog each op deletes one key (a Done)
+// and adds one that is not there (an Add that makes an item). Most of it
+// is cache misses in a table too large for the caches, which both queues
+// pay under their one lock.
+func BenchmarkContendedFloor(b *testing.B) {
+	ks := keySpace(b)
+	m := make(map[string]int32, len(ks))
+	for i, k := range ks {
+		m[k] = int32(i)
+	}
+	half := len(ks) / 2
+	for i := range half {
+		delete(m, ks[i])
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		delete(m, ks[(i+half)%len(ks)])
+		k := ks[i%len(ks)]
+		if _, ok := m[k]; !ok {
+			m[k] = int32(i)
+		}
+	}
+}
