@@ -10,8 +10,10 @@
 #      LOOM_BENCH_DURATION (20s), LOOM_BENCH_OUT (raw lines file),
 #      LOOM_BENCH_FLAGS (extra run flags, such as -arrival or -owned),
 #      LOOM_BENCH_IMPLS (default: loom controller-runtime controller-runtime-nocopy;
-#        also loom-trace, loom-trace-noexport, and loom-base: Loom built
-#        from the commit LOOM_BENCH_BASE, to measure a change of Loom's own).
+#        also loom-trace, loom-trace-noexport; loom-base: Loom built
+#        from the commit LOOM_BENCH_BASE, to measure a change of Loom's own;
+#        and watch-floor: a list and a watch with Loom's client and no
+#        framework, the least any controller spends per event).
 # The summary compares the first implementation with each of the others:
 # the ratio of their medians, and the median of the ratios within each
 # round ("paired").

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +35,7 @@ import (
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
 	"github.com/loom-k8s/loom/manager"
+	"github.com/loom-k8s/loom/rest"
 	"github.com/loom-k8s/loom/tracing"
 )
 
@@ -351,6 +353,57 @@ func run(ctx context.Context, impl, kubeconfig, ns string, rec *recorder, ready 
 		return runCR(ctx, kubeconfig, ns, false, rec, ready)
 	case "controller-runtime-nocopy":
 		return runCR(ctx, kubeconfig, ns, true, rec, ready)
+	case "watch-floor":
+		return runWatchFloor(ctx, kubeconfig, ns, rec, ready)
 	}
 	return fmt.Errorf("unknown -impl %q", impl)
+}
+
+// runWatchFloor is not a framework: it lists the ConfigMaps and watches
+// them with Loom's client, calling the recorder for each object and event
+// on the watch's own goroutine, with no cache, queue or handler. What it
+// costs per event is what any controller pays to receive a change, a
+// floor under the frameworks' reconciles per CPU-second.
+func runWatchFloor(ctx context.Context, kubeconfig, ns string, rec *recorder, ready func(framework)) error {
+	cfg, err := config.Load(config.LoadOptions{Path: kubeconfig})
+	if err != nil {
+		return err
+	}
+	rc, err := rest.New(cfg, rest.Options{ContentType: rest.Protobuf})
+	if err != nil {
+		return err
+	}
+	cms, err := client.For[corev1.ConfigMap](rc, client.Options{})
+	if err != nil {
+		return err
+	}
+	cms = cms.Namespace(ns)
+	n := new(atomic.Int64)
+	ready(crFramework{n})
+	list, err := cms.ListAll(ctx, metav1.ListOptions{})
+	n.Add(1)
+	if err != nil {
+		return err
+	}
+	for _, cm := range list.Items {
+		rec.observe(cm.Namespace+"/"+cm.Name, cm.Annotations, true)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+	n.Add(1)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		ev, err := w.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if ev.Type == watch.Modified || ev.Type == watch.Added {
+			rec.observe(ev.Object.Namespace+"/"+ev.Object.Name, ev.Object.Annotations, true)
+		}
+	}
 }
