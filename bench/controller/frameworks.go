@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/loom-k8s/loom/bench/internal/benchenv"
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
 	"github.com/loom-k8s/loom/controller"
@@ -205,20 +204,7 @@ func runLoom(ctx context.Context, kubeconfig, ns string, topts tracing.Options, 
 type loomFramework struct{ mgr *manager.Manager }
 
 // requests sums loom_rest_requests_total from the manager's registry.
-func (l loomFramework) requests() int64 {
-	w := httptest.NewRecorder()
-	l.mgr.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
-	var n float64
-	for line := range strings.Lines(w.Body.String()) {
-		if !strings.HasPrefix(line, "loom_rest_requests_total{") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		n += v
-	}
-	return int64(n)
-}
+func (l loomFramework) requests() int64 { return benchenv.LoomRequests(l.mgr.MetricsHandler()) }
 
 // countingRT counts the requests controller-runtime sends.
 type countingRT struct {

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/loom-k8s/loom/bench/internal/benchenv"
 	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/client"
 	"github.com/loom-k8s/loom/config"
@@ -83,7 +81,7 @@ func runLoom(ctx context.Context, kubeconfig string, strip, getEach bool, rec *r
 			}
 			return []controller.Request{{Namespace: s.GetNamespace(), Name: "ref"}}
 		})
-	ready <- framework{requests: func() int64 { return loomRequests(mgr) }}
+	ready <- framework{requests: func() int64 { return benchenv.LoomRequests(mgr.MetricsHandler()) }}
 	return mgr.Start(ctx)
 }
 
@@ -95,22 +93,6 @@ type getter struct {
 
 func (g getter) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	return g.live.Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-// loomRequests sums loom_rest_requests_total from the manager's registry.
-func loomRequests(mgr *manager.Manager) int64 {
-	w := httptest.NewRecorder()
-	mgr.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
-	var n float64
-	for line := range strings.Lines(w.Body.String()) {
-		if !strings.HasPrefix(line, "loom_rest_requests_total{") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		n += v
-	}
-	return int64(n)
 }
 
 // countingRT counts the requests a peer sends.

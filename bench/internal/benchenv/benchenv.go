@@ -7,7 +7,11 @@ package benchenv
 import (
 	"bufio"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -103,4 +107,21 @@ func UntilStdinCloses(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// LoomRequests sums loom_rest_requests_total, the API requests a Loom
+// manager has sent, from its metrics handler (Manager.MetricsHandler).
+func LoomRequests(metrics http.Handler) int64 {
+	w := httptest.NewRecorder()
+	metrics.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	var n float64
+	for line := range strings.Lines(w.Body.String()) {
+		if !strings.HasPrefix(line, "loom_rest_requests_total{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		n += v
+	}
+	return int64(n)
 }
