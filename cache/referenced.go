@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,15 +46,12 @@ func NewReferencedClient[T client.Object](live *client.Client[T], meta *Informer
 		r.evictAfter = defaultEvictAfter
 	}
 	c.ref = r
-	// Registered before any user's handler, this handler lets go of a held
-	// object before a handler told of the change can read it; reads check
-	// the resourceVersion anyway.
+	// This handler lets go of a held object that a change made stale. It
+	// runs inline, so usually before a user's handler told of the same
+	// change reads it; reads check the resourceVersion in any case.
 	if _, err := meta.AddHandler(HandlerFuncs[*metav1.PartialObjectMetadata]{
-		Add: func(o *metav1.PartialObjectMetadata, _ bool) { r.changed(o, true); c.observe(o, true) },
-		Update: func(_, o *metav1.PartialObjectMetadata) {
-			r.changed(o, true)
-			c.observe(o, true)
-		},
+		Add:    func(o *metav1.PartialObjectMetadata, _ bool) { r.changed(o, true); c.observe(o, true) },
+		Update: func(_, o *metav1.PartialObjectMetadata) { r.changed(o, true); c.observe(o, true) },
 		Delete: func(o *metav1.PartialObjectMetadata, _ bool) { r.changed(o, false); c.observe(o, false) },
 	}, HandlerOptions{ResyncPeriod: -1, Inline: true}); err != nil {
 		return nil, err
@@ -66,6 +64,8 @@ type referenced[T client.Object] struct {
 	meta       *Informer[*metav1.PartialObjectMetadata]
 	live       *client.Client[T]
 	evictAfter time.Duration
+
+	fetches atomic.Uint64 // GETs sent
 
 	mu        sync.Mutex
 	held      map[string]*heldObject[T]
@@ -107,6 +107,15 @@ func (c *CachedClient[T]) Held() int {
 	c.ref.mu.Lock()
 	defer c.ref.mu.Unlock()
 	return len(c.ref.held)
+}
+
+// Fetches returns how many GETs a referenced-only client has sent to
+// fetch objects for reads (0 for other clients).
+func (c *CachedClient[T]) Fetches() uint64 {
+	if c.ref == nil {
+		return 0
+	}
+	return c.ref.fetches.Load()
 }
 
 // changed is told of every metadata change: a held object older than m
@@ -162,6 +171,7 @@ func (r *referenced[T]) full(ctx context.Context, m *metav1.PartialObjectMetadat
 		r.mu.Unlock()
 
 		if !waiting {
+			r.fetches.Add(1)
 			f.obj, f.err = r.live.Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 			// Not held if the metadata cache has seen a delete meanwhile.
 			// (The store is read before r.mu is taken: the informer may

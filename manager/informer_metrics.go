@@ -1,7 +1,9 @@
 package manager
 
 import (
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -58,5 +60,50 @@ func (c informerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(infLists, prometheus.CounterValue, float64(s.Reflector.Lists), name)
 		ch <- prometheus.MustNewConstMetric(infWatches, prometheus.CounterValue, float64(s.Reflector.Watches), name)
 		ch <- prometheus.MustNewConstMetric(infErrors, prometheus.CounterValue, float64(s.Reflector.Errors), name)
+	}
+}
+
+// referencedCollector exports, at each scrape, how many full objects each
+// referenced-only client holds and how many it has fetched.
+type referencedCollector struct {
+	mu      sync.Mutex
+	clients []referencedClient
+}
+
+// referencedClient is what the collector reads of one client.
+type referencedClient struct {
+	resource func() string
+	held     func() int
+	fetches  func() uint64
+}
+
+var (
+	refHeld = prometheus.NewDesc("loom_cache_referenced_objects",
+		"Full objects a referenced-only cache holds, having been read; the metadata of every object is in the informer's figures.", []string{"resource"}, nil)
+	refFetches = prometheus.NewDesc("loom_cache_referenced_fetches_total",
+		"GETs a referenced-only cache sent to fetch an object for a read: a first read, or the first after a change or an eviction.", []string{"resource"}, nil)
+	// The resource label is the group resource, such as "secrets" or
+	// "widgets.example.com".
+)
+
+func (c *referencedCollector) add(r referencedClient) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clients = append(c.clients, r)
+}
+
+func (*referencedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- refHeld
+	ch <- refFetches
+}
+
+func (c *referencedCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	clients := slices.Clone(c.clients)
+	c.mu.Unlock()
+	for _, r := range clients {
+		res := r.resource()
+		ch <- prometheus.MustNewConstMetric(refHeld, prometheus.GaugeValue, float64(r.held()), res)
+		ch <- prometheus.MustNewConstMetric(refFetches, prometheus.CounterValue, float64(r.fetches()), res)
 	}
 }

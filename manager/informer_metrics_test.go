@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/loom-k8s/loom/cache"
 	"github.com/loom-k8s/loom/manager"
 )
 
@@ -112,4 +113,46 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestReferencedMetrics: a referenced-only client's held objects and
+// fetches are exported, labelled with its resource.
+func TestReferencedMetrics(t *testing.T) {
+	mgr, err := manager.New(manager.Options{Config: new(cfg(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	secrets := manager.CachedClient[corev1.Secret](mgr, cache.InformerForOptions{ReferencedOnly: true})
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() { cancel(); <-done }()
+
+	for _, name := range []string{"ref-metrics-a", "ref-metrics-b"} {
+		if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The read waits for the metadata of the write, then fetches.
+		for range 3 {
+			if _, err := secrets.Get(ctx, "default", name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	families, err := mgr.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if strings.HasPrefix(f.GetName(), "loom_cache_referenced_") && label(m, "resource") == "secrets" {
+				got[f.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	if got["loom_cache_referenced_objects"] != 2 || got["loom_cache_referenced_fetches_total"] != 2 {
+		t.Fatalf("referenced metrics %v, want 2 objects held and 2 fetches", got)
+	}
 }

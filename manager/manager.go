@@ -188,13 +188,15 @@ type Manager struct {
 	mu        sync.Mutex
 	runnables []Runnable
 	clients   map[clientKey]any // CachedClient's, by object type and informer
-	errs      []error           // construction errors, returned by Start
-	started   bool
-	leading   bool
-	elector   *leaderelection.Elector // with leader election, once started
-	addrs     map[string]net.Addr     // "health", "metrics", "pprof": where they listen
-	healthz   []probeCheck            // /healthz's checks
-	readyz    []probeCheck            // /readyz's checks
+	// referenced exports the figures of referenced-only clients.
+	referenced *referencedCollector
+	errs       []error // construction errors, returned by Start
+	started    bool
+	leading    bool
+	elector    *leaderelection.Elector // with leader election, once started
+	addrs      map[string]net.Addr     // "health", "metrics", "pprof": where they listen
+	healthz    []probeCheck            // /healthz's checks
+	readyz     []probeCheck            // /readyz's checks
 }
 
 // errStarted is returned by Add after Start, and by a second Start.
@@ -232,12 +234,15 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	if err := m.reg.Register(informerCollector{factory}); err != nil {
-		return nil, fmt.Errorf("manager: metrics: %w", err)
+	refs := &referencedCollector{}
+	for _, c := range []prometheus.Collector{informerCollector{factory}, refs} {
+		if err := m.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("manager: metrics: %w", err)
+		}
 	}
 	mgr := &Manager{
 		opts: opts, log: log, rc: rc, mapper: mapper, metrics: m, recorder: rec, sharded: sh,
-		clients: map[clientKey]any{}, addrs: map[string]net.Addr{}, factory: factory,
+		clients: map[clientKey]any{}, addrs: map[string]net.Addr{}, factory: factory, referenced: refs,
 	}
 	mgr.runnables = append(mgr.runnables, rec)
 	mgr.healthz = []probeCheck{{"ping", func(*http.Request) error { return nil }}}
@@ -607,7 +612,17 @@ func newCachedClient[E any, T interface {
 		}
 		ccopts.BeforeWrite = m.keepBucket(live.Resource)
 	}
-	return cache.CachedClientFor[E, T](m.factory, opts, ccopts)
+	c, err := cache.CachedClientFor[E, T](m.factory, opts, ccopts)
+	if err == nil && opts.ReferencedOnly {
+		m.referenced.add(referencedClient{held: c.Held, fetches: c.Fetches, resource: func() string {
+			res, err := c.Resource(context.Background())
+			if err != nil {
+				return ""
+			}
+			return res.Resource.GroupResource().String()
+		}})
+	}
+	return c, err
 }
 
 // SignalContext returns a context that ends on SIGINT or SIGTERM: what a
