@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
@@ -129,7 +130,8 @@ func TestReferencedMetrics(t *testing.T) {
 	go func() { done <- mgr.Start(mctx) }()
 	defer func() { cancel(); <-done }()
 
-	for _, name := range []string{"ref-metrics-a", "ref-metrics-b"} {
+	run := strconv.FormatInt(time.Now().UnixNano(), 36) // names of this run's own, in the package's shared control plane
+	for _, name := range []string{"ref-metrics-a-" + run, "ref-metrics-b-" + run} {
 		if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
