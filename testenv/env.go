@@ -538,6 +538,23 @@ current-context: loom
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort() (int, error) { return freePortAt("127.0.0.1") }
 
+// freePorts returns n distinct TCP ports on 127.0.0.1 that were free a
+// moment ago. Each is held until all are chosen: ports chosen one after
+// the other can be the same port, which the kernel hands out again once
+// it is closed.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("testenv: find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
 // freePortAt returns a TCP port on host that was free a moment ago.
 func freePortAt(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))

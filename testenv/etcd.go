@@ -13,14 +13,11 @@ import (
 
 // startEtcd starts etcd on two free ports with its data in Dir/etcd.
 func (e *Env) startEtcd(ctx context.Context, bin string) error {
-	client, err := freePort()
+	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
-	peer, err := freePort()
-	if err != nil {
-		return err
-	}
+	client, peer := ports[0], ports[1]
 	e.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", client)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
 	args := []string{

@@ -169,14 +169,11 @@ func (e *Env) startKubeProxy(ctx context.Context, rec *nodeEnvRecord, bin string
 	if err != nil {
 		return fmt.Errorf("testenv: kube-proxy client certificate: %w", err)
 	}
-	healthz, err := freePort()
+	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
-	metrics, err := freePort()
-	if err != nil {
-		return err
-	}
+	healthz, metrics := ports[0], ports[1]
 	kc := filepath.Join(dir, "kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
